@@ -1,0 +1,196 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultMaxFrame is the largest frame either side accepts unless configured.
+const DefaultMaxFrame = 1 << 20
+
+// Websocket close codes used by roomrelay. 1000–1015 are RFC 6455's; 4000–4999
+// are application codes whose reason text says what to do.
+const (
+	CloseNormal          = 1000
+	CloseGoingAway       = 1001
+	CloseProtocolError   = 1002 // unknown type, missing field, wrong order
+	CloseInvalidPayload  = 1007 // not JSON, not an object, wrong field types
+	CloseTooBig          = 1009 // frame over the limit
+	CloseVersion         = 4001 // hello carries a protocol version the peer does not speak
+	CloseRevoked         = 4003 // the device's token was revoked
+	CloseReplaced        = 4009 // a newer session of the same device took over
+	CloseHeartbeatMissed = 4010 // informational; silent loss is usually seen as a read error
+)
+
+// ProtocolError is a frame the peer must refuse; Close is the websocket close
+// code to send and Error() the reason (kept under the 123-byte limit).
+type ProtocolError struct {
+	Close  int
+	Reason string
+}
+
+func (e *ProtocolError) Error() string { return e.Reason }
+
+func protoErr(close int, format string, args ...any) *ProtocolError {
+	r := fmt.Sprintf(format, args...)
+	if len(r) > 120 { // RFC 6455: a close reason fits in 123 bytes
+		r = r[:120]
+	}
+	return &ProtocolError{Close: close, Reason: r}
+}
+
+// Encode marshals a frame with its "type" field first.
+func Encode(f Frame) ([]byte, error) {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", f.FrameType(), err)
+	}
+	var b bytes.Buffer
+	b.Grow(len(body) + 24)
+	b.WriteString(`{"type":`)
+	t, _ := json.Marshal(f.FrameType())
+	b.Write(t)
+	if len(body) > 2 { // body is "{...}"; "{}" has no fields to add
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	return b.Bytes(), nil
+}
+
+// Decode parses one frame. max bounds the size (0 means DefaultMaxFrame).
+// Every failure is a *ProtocolError naming the close code to use.
+func Decode(data []byte, max int) (Frame, error) {
+	if max <= 0 {
+		max = DefaultMaxFrame
+	}
+	if len(data) > max {
+		return nil, protoErr(CloseTooBig, "frame of %d bytes exceeds the %d-byte limit", len(data), max)
+	}
+	var head struct {
+		Type *string `json:"type"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, protoErr(CloseInvalidPayload, "frame is not a JSON object: %v", err)
+	}
+	if head.Type == nil {
+		return nil, protoErr(CloseProtocolError, "frame has no \"type\" field")
+	}
+	var f Frame
+	switch *head.Type {
+	case TypeHello:
+		f = new(Hello)
+	case TypeWelcome:
+		f = new(Welcome)
+	case TypeCommand:
+		f = new(Command)
+	case TypeResult:
+		f = new(Result)
+	case TypeCancel:
+		f = new(Cancel)
+	case TypeEvent:
+		f = new(Event)
+	case TypeDrain:
+		f = new(Drain)
+	default:
+		return nil, protoErr(CloseProtocolError, "unknown frame type %q", truncate(*head.Type, 32))
+	}
+	// The "type" field is known to the envelope, not to the body structs, so
+	// unknown fields are tolerated (newer minor revisions may add some).
+	if err := json.Unmarshal(data, f); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return nil, protoErr(CloseInvalidPayload, "%s frame: field %q has the wrong type", *head.Type, ute.Field)
+		}
+		return nil, protoErr(CloseInvalidPayload, "%s frame: %v", *head.Type, err)
+	}
+	if err := validate(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// validate checks the fields each frame type requires.
+func validate(f Frame) error {
+	missing := func(field string) error {
+		return protoErr(CloseProtocolError, "%s frame: missing field %q", f.FrameType(), field)
+	}
+	switch v := f.(type) {
+	case *Hello:
+		if v.Protocol == 0 {
+			return missing("protocol")
+		}
+		if v.DeviceID == "" {
+			return missing("device_id")
+		}
+	case *Welcome:
+		if v.SessionID == "" {
+			return missing("session_id")
+		}
+		if v.HeartbeatMS <= 0 {
+			return missing("heartbeat_ms")
+		}
+	case *Command:
+		switch {
+		case v.ID == "":
+			return missing("id")
+		case v.Name == "":
+			return missing("name")
+		case v.ProjectID == "":
+			return missing("project_id")
+		case v.Deadline.IsZero():
+			return missing("deadline")
+		}
+		if len(v.Args) > 0 && !isJSONObject(v.Args) {
+			return protoErr(CloseInvalidPayload, "command frame: \"args\" must be a JSON object")
+		}
+	case *Result:
+		if v.ID == "" {
+			return missing("id")
+		}
+		if !v.OK && v.Error == nil {
+			return missing("error")
+		}
+		if v.Error != nil && !v.Error.Code.Valid() {
+			return protoErr(CloseProtocolError, "result frame: unknown error code %q", truncate(string(v.Error.Code), 32))
+		}
+	case *Cancel:
+		if v.ID == "" {
+			return missing("id")
+		}
+	case *Event:
+		if v.Event == "" {
+			return missing("event")
+		}
+	case *Drain:
+		if v.AfterMS < 0 || v.AfterMS > int64(time.Hour/time.Millisecond) {
+			return protoErr(CloseProtocolError, "drain frame: after_ms %d out of range 0..3600000", v.AfterMS)
+		}
+	}
+	return nil
+}
+
+// CheckVersion is what the hub applies to a hello: a different protocol
+// version is refused with CloseVersion and a reason that says both versions.
+func CheckVersion(h *Hello) error {
+	if h.Protocol != ProtocolVersion {
+		return protoErr(CloseVersion, "agent speaks protocol %d, hub speaks %d: upgrade the older side", h.Protocol, ProtocolVersion)
+	}
+	return nil
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Protocol identity. The websocket subprotocol carries the major version; the
+// hello frame repeats it so a mismatch is refused with a readable close reason.
+const (
+	ProtocolVersion = 1
+	Subprotocol     = "roomrelay.v1"
+	// ConnectPath is where the agent dials the hub.
+	ConnectPath = "/v1/agent/connect"
+)
+
+// Frame types.
+const (
+	TypeHello   = "hello"
+	TypeWelcome = "welcome"
+	TypeCommand = "command"
+	TypeResult  = "result"
+	TypeCancel  = "cancel"
+	TypeEvent   = "event"
+	TypeDrain   = "drain"
+)
+
+// Frame is any protocol frame. Each concrete type knows its "type" value.
+type Frame interface{ FrameType() string }
+
+// ProjectPolicy is what a device allows for one project, as summarised in
+// hello and in policy_changed events. The hub uses it to refuse early and to
+// show what a device serves; the agent still decides every command itself.
+type ProjectPolicy struct {
+	Project  string   `json:"project"`
+	Commands []string `json:"commands"`
+}
+
+// Hello is the agent's first frame.
+type Hello struct {
+	Protocol     int             `json:"protocol"`
+	AgentVersion string          `json:"agent_version"`
+	DeviceID     string          `json:"device_id"`
+	OS           string          `json:"os"`
+	Policy       []ProjectPolicy `json:"policy"`
+}
+
+// Welcome is the hub's answer to hello.
+type Welcome struct {
+	SessionID   string    `json:"session_id"`
+	HeartbeatMS int64     `json:"heartbeat_ms"`
+	ServerTime  time.Time `json:"server_time"`
+}
+
+// Heartbeat returns the interval as a duration.
+func (w *Welcome) Heartbeat() time.Duration { return time.Duration(w.HeartbeatMS) * time.Millisecond }
+
+// Command asks the agent to run one allowlisted command.
+type Command struct {
+	ID        string          `json:"id"`
+	ProjectID string          `json:"project_id"`
+	Name      string          `json:"name"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	Deadline  time.Time       `json:"deadline"`
+}
+
+// Result answers a command.
+type Result struct {
+	ID     string          `json:"id"`
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// Cancel asks the agent to stop a running command.
+type Cancel struct {
+	ID string `json:"id"`
+}
+
+// Event kinds sent by the agent.
+const (
+	EventProposalDecided = "proposal_decided"
+	EventPolicyChanged   = "policy_changed"
+	EventSleeping        = "sleeping"
+)
+
+// Event tells the hub something happened on the device.
+type Event struct {
+	Event string          `json:"event"`
+	Time  time.Time       `json:"time"`
+	Data  json.RawMessage `json:"data,omitempty"`
+}
+
+// Drain asks the agent to close and reconnect after AfterMS milliseconds.
+type Drain struct {
+	AfterMS int64  `json:"after_ms"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func (*Hello) FrameType() string   { return TypeHello }
+func (*Welcome) FrameType() string { return TypeWelcome }
+func (*Command) FrameType() string { return TypeCommand }
+func (*Result) FrameType() string  { return TypeResult }
+func (*Cancel) FrameType() string  { return TypeCancel }
+func (*Event) FrameType() string   { return TypeEvent }
+func (*Drain) FrameType() string   { return TypeDrain }

@@ -1,0 +1,253 @@
+// Package cli is roomrelay's command-line front: it parses arguments, flags
+// and the environment, wires the packages together and maps failures to exit
+// codes. It is the only package that reads flags, environment variables or
+// os.Args; everything below it takes explicit configuration.
+//
+// Each subcommand registers itself from its own file with register(). A
+// command's Setup defines its flags on a fresh FlagSet and returns the closure
+// that runs it, so flags stay local to the command that owns them.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Exit codes, documented in the README.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1 // the command ran and failed
+	ExitUsage       = 2 // bad flags or arguments
+	ExitNotEnrolled = 3 // the device must be enrolled (again) before this works
+	ExitUnavailable = 4 // a needed service (hub, agent, keyring) is not reachable
+)
+
+// Env is what a command may use of the outside world. Tests build one with
+// buffers and a map-backed Getenv.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	// Executable is the path of the running binary, used to start sandbox
+	// workers and to install the service. Empty in tests that do not need it.
+	Executable string
+	// Logger is set up from --log-level before a command runs.
+	Logger *slog.Logger
+}
+
+// Runner runs a command once its flags are parsed; args are the positional
+// arguments left after the flags.
+type Runner func(ctx context.Context, args []string) error
+
+// Command is one subcommand such as "hub pair".
+type Command struct {
+	Name     string // words, e.g. "hub pair"
+	Synopsis string // arguments after the name, e.g. "--project P [--ttl 10m]"
+	Summary  string // one line for the command list
+	Help     string // paragraphs for --help, optional
+	Hidden   bool   // left out of the command list (internal worker entry points)
+	Setup    func(fs *flag.FlagSet, e *Env) Runner
+}
+
+var commands = map[string]*Command{}
+
+func register(c *Command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("cli: command registered twice: " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+// UsageError is a mistake in the invocation; it exits with ExitUsage.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
+
+// ExitError carries a specific exit code with the error to print.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func exitErr(code int, err error) error { return &ExitError{Code: code, Err: err} }
+
+// errSilent means the command already printed what it had to say and only
+// the exit code remains to be set.
+type silentError struct{ code int }
+
+func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Main runs roomrelay with args (without the program name) and returns the
+// process exit code.
+func Main(ctx context.Context, args []string, e *Env) int {
+	if e.Getenv == nil {
+		e.Getenv = func(string) string { return "" }
+	}
+	if e.Stdin == nil {
+		e.Stdin = strings.NewReader("")
+	}
+	cmd, rest := lookup(args)
+	if cmd == nil {
+		if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
+			printCommands(e.Stdout, "")
+			return ExitOK
+		}
+		// "roomrelay hub nonsense" or "roomrelay nonsense": say what exists.
+		fmt.Fprintf(e.Stderr, "roomrelay: unknown command %q\n\n", strings.Join(leadingWords(args), " "))
+		printCommands(e.Stderr, "")
+		return ExitUsage
+	}
+	fs := flag.NewFlagSet("roomrelay "+cmd.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	logLevel := fs.String("log-level", envOr(e.Getenv, "ROOMRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	run := cmd.Setup(fs, e)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(e.Stdout, cmd, fs)
+			return ExitOK
+		}
+		fmt.Fprintf(e.Stderr, "roomrelay %s: %v\n\n", cmd.Name, err)
+		printHelp(e.Stderr, cmd, fs)
+		return ExitUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(e.Stderr, "roomrelay %s: --log-level %q: want debug, info, warn or error\n", cmd.Name, *logLevel)
+		return ExitUsage
+	}
+	if e.Logger == nil {
+		e.Logger = slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: lvl}))
+	}
+	err := run(ctx, fs.Args())
+	return report(e, cmd, fs, err)
+}
+
+func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var se *silentError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(e.Stderr, "roomrelay %s: %s\n\n", cmd.Name, ue.Msg)
+		printHelp(e.Stderr, cmd, fs)
+		return ExitUsage
+	}
+	fmt.Fprintf(e.Stderr, "roomrelay %s: %v\n", cmd.Name, err)
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return ExitFailure
+}
+
+// lookup finds the longest registered command name that the leading words of
+// args spell, and returns it with the remaining arguments.
+func lookup(args []string) (*Command, []string) {
+	words := leadingWords(args)
+	for n := len(words); n > 0; n-- {
+		if c, ok := commands[strings.Join(words[:n], " ")]; ok {
+			return c, args[n:]
+		}
+	}
+	return nil, args
+}
+
+func leadingWords(args []string) []string {
+	var w []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") || len(w) == 3 {
+			break
+		}
+		w = append(w, a)
+	}
+	return w
+}
+
+func isHelp(a string) bool { return a == "-h" || a == "--help" || a == "-help" }
+
+func printCommands(w io.Writer, prefix string) {
+	fmt.Fprint(w, `roomrelay bridges local Rooms on this device to a cloud hub over an outbound
+websocket, running only the commands the device owner allows.
+
+Usage: roomrelay COMMAND [flags] [args]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n, c := range commands {
+		if !c.Hidden && strings.HasPrefix(n, prefix) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-18s %s\n", n, commands[n].Summary)
+	}
+	fmt.Fprint(w, `
+Run 'roomrelay COMMAND --help' for a command's flags.
+Exit codes: 0 ok, 1 failed, 2 usage error, 3 device not enrolled, 4 service unavailable.
+`)
+}
+
+func printHelp(w io.Writer, c *Command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: roomrelay %s %s\n\n%s\n", c.Name, c.Synopsis, c.Summary)
+	if c.Help != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.Help))
+	}
+	var sub []string
+	for n, sc := range commands {
+		if !sc.Hidden && strings.HasPrefix(n, c.Name+" ") {
+			sub = append(sub, n)
+		}
+	}
+	if len(sub) > 0 {
+		sort.Strings(sub)
+		fmt.Fprintln(w, "\nSubcommands:")
+		for _, n := range sub {
+			fmt.Fprintf(w, "  %-18s %s\n", n, commands[n].Summary)
+		}
+	}
+	fmt.Fprintln(w, "\nFlags:")
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%-28s %s", line, usage)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// OSEnv is the Env of the real process.
+func OSEnv() *Env {
+	exe, _ := os.Executable()
+	return &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Executable: exe}
+}

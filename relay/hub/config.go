@@ -1,0 +1,150 @@
+package hub
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// Config configures a hub. Zero values take the documented defaults.
+type Config struct {
+	// DataDir holds the embedded NATS server's JetStream store ("nats/").
+	// Required unless NATSURL is set.
+	DataDir string
+	// Listen is the HTTP address, e.g. "127.0.0.1:0" (default "127.0.0.1:8443").
+	Listen string
+	// NATSURL connects to an external NATS server with JetStream instead of
+	// starting an embedded one.
+	NATSURL string
+	// AdminToken guards the admin endpoints. Required.
+	AdminToken string
+	// Heartbeat is the ping interval (default 25 s); the read deadline is 2.5×.
+	Heartbeat time.Duration
+	// MaxFrame bounds an agent frame (default relay.DefaultMaxFrame).
+	MaxFrame int
+	// PairingTTL is a pairing code's default lifetime (default 10 min).
+	PairingTTL time.Duration
+	// NodeName names this hub node in presence records (default: hostname).
+	NodeName string
+	// DrainSpread bounds the random reconnect delay given to agents on
+	// shutdown (default 5 s), so they do not come back in a herd.
+	DrainSpread time.Duration
+	// DrainGrace is how long shutdown waits for agents to leave on their own
+	// after the drain frame before closing their sockets (default 1 s).
+	DrainGrace time.Duration
+	// HelloTimeout bounds the wait for an agent's hello (default 10 s).
+	HelloTimeout time.Duration
+	// Logger receives the hub's logs (default: discarded).
+	Logger *slog.Logger
+	// Now is the clock for records and pairing expiry (default time.Now).
+	Now func() time.Time
+}
+
+// Limits on what a caller may ask for.
+const (
+	DefaultHeartbeat      = 25 * time.Second
+	DefaultPairingTTL     = 10 * time.Minute
+	MaxPairingTTL         = time.Hour
+	DefaultCommandTimeout = 30 * time.Second
+	MaxCommandTimeout     = 5 * time.Minute
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	cfg := *c
+	if cfg.AdminToken == "" {
+		return cfg, errors.New("hub: config: AdminToken is required")
+	}
+	if cfg.NATSURL == "" && cfg.DataDir == "" {
+		return cfg, errors.New("hub: config: DataDir is required for the embedded NATS server")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8443"
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = relay.DefaultMaxFrame
+	}
+	if cfg.PairingTTL <= 0 {
+		cfg.PairingTTL = DefaultPairingTTL
+	}
+	if cfg.PairingTTL > MaxPairingTTL {
+		cfg.PairingTTL = MaxPairingTTL
+	}
+	if cfg.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "hub"
+		}
+		cfg.NodeName = h
+	}
+	if cfg.DrainSpread <= 0 {
+		cfg.DrainSpread = 5 * time.Second
+	}
+	if cfg.DrainGrace <= 0 {
+		cfg.DrainGrace = time.Second
+	}
+	if cfg.HelloTimeout <= 0 {
+		cfg.HelloTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg, nil
+}
+
+// adminTokenFile is the admin token's file name inside the data dir.
+const adminTokenFile = "admin-token"
+
+// LoadOrCreateAdminToken reads the admin token from dataDir, or generates one
+// and writes it with mode 0600 (the directory 0700) when there is none yet.
+func LoadOrCreateAdminToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, adminTokenFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("admin token file %s is empty: delete it to generate a new token", path)
+		}
+		return tok, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir: %w", err)
+	}
+	tok := newSecret("rra_")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create admin token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write admin token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("write admin token: %w", err)
+	}
+	return tok, nil
+}
+
+// newSecret returns prefix + 256 random bits, base64url.
+func newSecret(prefix string) string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}

@@ -1,0 +1,62 @@
+// Package hub is roomrelay's cloud end: the agent websocket endpoint,
+// enrollment, presence, command routing and the admin HTTP API, all stored
+// and routed through NATS (an embedded in-process server with JetStream by
+// default, or an external server by URL; one code path for both).
+//
+// # HTTP API
+//
+// Admin endpoints need "Authorization: Bearer <admin token>"; without it they
+// answer 401 unauthorized. Errors other than command results have the body
+// {"error":{"code":..., "message":...}}.
+//
+//	POST /v1/pairing-codes        admin  {project, ttl_seconds?} → 201 {code, project, expires_at}
+//	POST /v1/enroll               -      {code, device_name, os} → 200 {device_id, token, project, projects}
+//	                                     with a device bearer token: adds the project to that device
+//	GET  /v1/devices              admin  → {devices: [device...]}
+//	GET  /v1/devices/{id}         admin  → device (presence, projects, policy, os, agent_version, last_seen)
+//	POST /v1/devices/{id}/revoke  admin  → device (revoked; its socket is closed with 4003)
+//	POST /v1/devices/{id}/commands admin {id?, project_id, name, args?, timeout_ms?} → result
+//	GET  /v1/agent/connect        device websocket, subprotocol roomrelay.v1
+//	GET  /v1/healthz              -      → {status, node}
+//
+// Enrollment statuses: 400 invalid_request (malformed code or body),
+// 404 pairing_code_unknown, 409 pairing_code_used (also the loser of two
+// concurrent uses of one code), 410 pairing_code_expired, 401 invalid_token
+// or revoked (a bearer token was sent but is not valid).
+//
+// Agent endpoint statuses before the upgrade: 426 websocket_required or
+// subprotocol_required (the body names roomrelay.v1), 401 with
+// WWW-Authenticate for a missing, wrong or revoked token, 503 while the node
+// shuts down. After the upgrade the hub closes with the relay close codes:
+// 1002/1007 for bad frames, 1009 for an oversized frame, 4001 for another
+// protocol version, 1008 when hello names another device, 4009 when a newer
+// session of the device took over, 4003 on revoke, 1001 on shutdown.
+//
+// A command's HTTP body is always the result {id, ok, result | error{code,
+// message, retryable}} as the device sent it, or as the hub made it for
+// not_found (no such device), not_enrolled, device_offline (no responders)
+// and expired (no answer by the deadline). Its status comes from the code:
+//
+//	ok 200 · invalid_args 400 · not_enrolled, project_not_enabled,
+//	command_not_allowed 403 · not_found 404 · idempotency_conflict,
+//	pending_review 409 · sandbox_failed 422 · busy, rate_limited 429 ·
+//	internal 500 · device_offline 503 · expired 504
+//
+// # NATS
+//
+// KV buckets: rr_devices (device id → record), rr_tokens (sha256 of a token →
+// device id; the hub never stores a token), rr_pairing (sha256 of a code →
+// project, expiry, use; kept 24 h), rr_presence (device id → state, session,
+// node, last refresh; history 1), rr_proposals (device.proposal → the
+// proposal_decided event). Stream RR_EVENTS keeps rr.events.> for 7 days.
+//
+// Subjects: rr.dev.<id>.cmd (requests to the node holding the socket; no
+// responders means device_offline), rr.dev.<id>.ctl (kick and revoke, acted
+// on by every node), rr.events.<id>.<event> (agent events).
+//
+// Presence is written only by the node holding the socket, with
+// compare-and-set on the revision it last wrote, so a stale session never
+// overwrites a newer one; it is refreshed every heartbeat, and a reader treats
+// a record not refreshed within the read deadline plus a heartbeat as offline
+// (its node died).
+package hub

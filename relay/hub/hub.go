@@ -1,0 +1,343 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// Hub is one hub node. Create it with New and run it with Run.
+type Hub struct {
+	cfg Config
+	log *slog.Logger
+
+	ready chan struct{}
+	addr  string // set before ready is closed
+
+	// Set up by Run before ready.
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	st    *store
+	cmdCh chan *nats.Msg // deliveries of every session's command subscription
+
+	upgrader websocket.Upgrader
+
+	mu       sync.Mutex
+	closing  bool
+	sessions map[string]*session             // by session id
+	bySub    map[*nats.Subscription]*session // command subscription → session
+	sessWG   sync.WaitGroup
+	reqWG    sync.WaitGroup // HTTP handlers, including agent sockets
+	emptyCh  chan struct{} // closed when sessions becomes empty while closing
+}
+
+// New checks cfg and returns a hub that is not yet running.
+func New(cfg Config) (*Hub, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	h := &Hub{
+		cfg:      c,
+		log:      c.Logger.With("node", c.NodeName),
+		ready:    make(chan struct{}),
+		sessions: make(map[string]*session),
+		bySub:    make(map[*nats.Subscription]*session),
+	}
+	h.upgrader = websocket.Upgrader{
+		Subprotocols:     []string{relay.Subprotocol},
+		HandshakeTimeout: 10 * time.Second,
+		// Small buffers: most frames are small, and memory per agent is what
+		// bounds a node. Larger frames are assembled across reads anyway.
+		ReadBufferSize:  1024,
+		WriteBufferSize: 1024,
+		WriteBufferPool: &sync.Pool{},
+		// Agents are not browsers and authenticate with a bearer header a
+		// browser cannot set on a websocket, so Origin carries no meaning.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	return h, nil
+}
+
+// Ready is closed once the hub listens and NATS is up.
+func (h *Hub) Ready() <-chan struct{} { return h.ready }
+
+// Addr is the HTTP listen address (host:port), known once Ready is closed.
+func (h *Hub) Addr() string {
+	select {
+	case <-h.ready:
+		return h.addr
+	default:
+		return ""
+	}
+}
+
+// URL is "http://" + Addr().
+func (h *Hub) URL() string { return "http://" + h.Addr() }
+
+func (h *Hub) readDeadline() time.Duration { return h.cfg.Heartbeat * 5 / 2 }
+
+// staleAfter is when a reader treats an unrefreshed online record as gone:
+// the read deadline plus one heartbeat of grace for the refresh itself.
+func (h *Hub) staleAfter() time.Duration { return h.readDeadline() + h.cfg.Heartbeat }
+
+// Run starts NATS (embedded or external), the HTTP server and the agent
+// endpoint, and serves until ctx ends; then it drains agents, closes their
+// sockets, and stops everything it started before returning.
+func (h *Hub) Run(ctx context.Context) (err error) {
+	var ns *server.Server
+	if h.cfg.NATSURL == "" {
+		if ns, err = h.startEmbedded(); err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
+		h.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("roomrelay-hub "+h.cfg.NodeName))
+	} else {
+		h.nc, err = nats.Connect(h.cfg.NATSURL, nats.Name("roomrelay-hub "+h.cfg.NodeName),
+			nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
+	}
+	if err != nil {
+		return fmt.Errorf("hub: connect to NATS: %w", err)
+	}
+	defer h.nc.Close()
+
+	if h.js, err = jetstream.New(h.nc); err != nil {
+		return fmt.Errorf("hub: jetstream: %w", err)
+	}
+	setupCtx, cancelSetup := context.WithTimeout(ctx, 30*time.Second)
+	h.st, err = openStore(setupCtx, h.js)
+	cancelSetup()
+	if err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+
+	// Command deliveries for all sessions share one channel and one
+	// dispatcher goroutine instead of a goroutine per subscription.
+	h.cmdCh = make(chan *nats.Msg, 4096)
+	ctlCh := make(chan *nats.Msg, 256)
+	ctlSub, err := h.nc.ChanSubscribe(ctlWildcard, ctlCh)
+	if err != nil {
+		return fmt.Errorf("hub: subscribe %s: %w", ctlWildcard, err)
+	}
+	if err := h.nc.Flush(); err != nil {
+		return fmt.Errorf("hub: flush NATS: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", h.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("hub: listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	})
+	loopCtx, stopLoops := context.WithCancel(context.Background())
+	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
+	wg.Go(func() { h.refreshLoop(loopCtx) })
+
+	h.addr = ln.Addr().String()
+	close(h.ready)
+	h.log.Info("hub ready", "addr", h.addr, "nats", h.natsDesc())
+
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("hub: serve: %w", err)
+	}
+
+	h.log.Info("hub shutting down", "sessions", h.sessionCount())
+	h.drainSessions()
+	shCtx, cancelSh := context.WithTimeout(context.Background(), 5*time.Second)
+	if srv.Shutdown(shCtx) != nil {
+		srv.Close()
+	}
+	cancelSh()
+	h.sessWG.Wait()
+	h.reqWG.Wait() // request contexts derive from ctx, so handlers are ending
+	stopLoops()
+	_ = ctlSub.Unsubscribe()
+	wg.Wait()
+	if ferr := h.nc.FlushTimeout(2 * time.Second); ferr != nil {
+		h.log.Warn("flush NATS on shutdown", "err", ferr)
+	}
+	return err
+}
+
+func (h *Hub) natsDesc() string {
+	if h.cfg.NATSURL == "" {
+		return "embedded"
+	}
+	return h.cfg.NATSURL
+}
+
+func (h *Hub) startEmbedded() (*server.Server, error) {
+	opts := &server.Options{
+		ServerName: "roomrelay-" + h.cfg.NodeName,
+		DontListen: true,
+		JetStream:  true,
+		StoreDir:   filepath.Join(h.cfg.DataDir, "nats"),
+		NoSigs:     true,
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("hub: embedded NATS: %w", err)
+	}
+	ns.SetLoggerV2(natsLogger{h.log.With("component", "nats")}, false, false, false)
+	ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, errors.New("hub: embedded NATS did not become ready")
+	}
+	return ns, nil
+}
+
+// drainSessions tells every agent to reconnect after a random delay (so a
+// fleet does not come back in one herd), waits briefly for them to leave,
+// then closes whatever is left with 1001.
+func (h *Hub) drainSessions() {
+	h.mu.Lock()
+	h.closing = true
+	list := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		list = append(list, s)
+	}
+	h.emptyCh = make(chan struct{})
+	if len(h.sessions) == 0 {
+		close(h.emptyCh)
+	}
+	empty := h.emptyCh
+	h.mu.Unlock()
+
+	spread := h.cfg.DrainSpread.Milliseconds()
+	for _, s := range list {
+		s.send(&relay.Drain{AfterMS: rand.Int64N(spread + 1), Reason: "hub node shutting down"})
+	}
+	if len(list) > 0 {
+		t := time.NewTimer(h.cfg.DrainGrace)
+		select {
+		case <-empty:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	for _, s := range list {
+		s.closeWith(relay.CloseGoingAway, "hub node shutting down; reconnect")
+	}
+}
+
+func (h *Hub) sessionCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+// register adds a session unless the hub is shutting down.
+func (h *Hub) register(s *session) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.sessions[s.id] = s
+	h.sessWG.Add(1)
+	return true
+}
+
+func (h *Hub) unregister(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.sessions, s.id)
+	if s.sub != nil {
+		delete(h.bySub, s.sub)
+	}
+	if h.closing && len(h.sessions) == 0 && h.emptyCh != nil {
+		select {
+		case <-h.emptyCh:
+		default:
+			close(h.emptyCh)
+		}
+	}
+}
+
+// localSessions returns this node's sessions of one device.
+func (h *Hub) localSessions(dev string) []*session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*session
+	for _, s := range h.sessions {
+		if s.dev == dev {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (h *Hub) allSessions() []*session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// refreshLoop rewrites each local session's presence every heartbeat (so
+// other nodes can tell a crashed node from a live one) and drops pending
+// commands whose requester has long given up.
+func (h *Hub) refreshLoop(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, s := range h.allSessions() {
+			if ctx.Err() != nil {
+				return
+			}
+			s.refreshPresence(ctx)
+			s.sweepPending()
+		}
+	}
+}
+
+// natsLogger sends the embedded server's logs to slog.
+type natsLogger struct{ l *slog.Logger }
+
+func (n natsLogger) Noticef(f string, a ...any) { n.l.Debug(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Warnf(f string, a ...any)   { n.l.Warn(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Fatalf(f string, a ...any)  { n.l.Error(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Errorf(f string, a ...any)  { n.l.Error(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Debugf(f string, a ...any)  { n.l.Debug(fmt.Sprintf(f, a...)) }
+func (n natsLogger) Tracef(f string, a ...any)  {}

@@ -1,0 +1,652 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats.go"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+)
+
+const (
+	writeWait = 10 * time.Second // bound on one write to a slow agent
+	closeWait = time.Second      // how long to wait for the peer's close echo
+	opTimeout = 5 * time.Second  // bound on one KV operation for a session
+	outQueue  = 64               // frames queued for one agent before "busy"
+)
+
+// session is one agent websocket on this node. The HTTP handler goroutine
+// reads; one writer goroutine writes (gorilla allows one concurrent writer).
+type session struct {
+	h    *Hub
+	id   string
+	dev  string
+	conn *websocket.Conn
+	log  *slog.Logger
+
+	out        chan outItem
+	closeOnce  sync.Once
+	closing    atomic.Bool // a close frame is queued; the reader only drains now
+	stop       chan struct{}
+	writerDone chan struct{}
+
+	lastSeen atomic.Int64  // unix nanos of the last frame, ping or pong
+	epoch    atomic.Uint64 // presence revision of the connect write; orders sessions
+
+	mu      sync.Mutex
+	ended   bool
+	sub     *nats.Subscription
+	pending map[string]*pendingCmd
+
+	presMu   sync.Mutex
+	pres     presenceRec
+	presRev  uint64
+	presLost bool // a newer session wrote the presence key
+}
+
+type outItem struct {
+	data  []byte
+	close *closeReq
+}
+
+type closeReq struct {
+	code   int
+	reason string
+}
+
+type pendingCmd struct {
+	replies  []*nats.Msg // one per request for this id (a retry joins the first)
+	deadline time.Time
+}
+
+// ctlMsg is published on rr.dev.<id>.ctl so every node acts on its sockets.
+type ctlMsg struct {
+	Op      string `json:"op"` // "kick" or "revoke"
+	Session string `json:"session,omitempty"`
+	Epoch   uint64 `json:"epoch,omitempty"`
+}
+
+func (h *Hub) handleConnect(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "websocket_required",
+			"this endpoint is a websocket; dial it with subprotocol "+relay.Subprotocol)
+		return
+	}
+	if !hasSubprotocol(r, relay.Subprotocol) {
+		w.Header().Set("Upgrade", "websocket")
+		writeError(w, http.StatusUpgradeRequired, "subprotocol_required",
+			"this hub speaks websocket subprotocol "+relay.Subprotocol+"; send it in Sec-WebSocket-Protocol")
+		return
+	}
+	dev, err := h.authDevice(r.Context(), r)
+	if err != nil {
+		h.writeAuthError(w, err)
+		return
+	}
+	h.mu.Lock()
+	closing := h.closing
+	h.mu.Unlock()
+	if closing {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "this hub node is shutting down; reconnect shortly")
+		return
+	}
+	conn, err := h.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered with an HTTP error
+	}
+	h.serveAgent(conn, dev)
+}
+
+func hasSubprotocol(r *http.Request, want string) bool {
+	for _, p := range websocket.Subprotocols(r) {
+		if p == want {
+			return true
+		}
+	}
+	return false
+}
+
+// closeNow refuses a connection before it became a session.
+func closeNow(conn *websocket.Conn, code int, reason string) {
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
+}
+
+func (h *Hub) serveAgent(conn *websocket.Conn, dev *deviceRec) {
+	defer conn.Close()
+	conn.SetReadLimit(int64(h.cfg.MaxFrame))
+	_ = conn.SetReadDeadline(time.Now().Add(h.cfg.HelloTimeout))
+	log := h.log.With("device", dev.ID)
+
+	mt, data, err := conn.ReadMessage()
+	if err != nil {
+		log.Info("agent left before hello", "err", err) // on ErrReadLimit gorilla already sent 1009
+		return
+	}
+	if mt != websocket.TextMessage {
+		closeNow(conn, websocket.CloseUnsupportedData, "binary frames are not part of "+relay.Subprotocol)
+		return
+	}
+	f, err := relay.Decode(data, h.cfg.MaxFrame)
+	if err == nil {
+		if _, ok := f.(*relay.Hello); !ok {
+			err = &relay.ProtocolError{Close: relay.CloseProtocolError, Reason: fmt.Sprintf("expected hello first, got %s", f.FrameType())}
+		}
+	}
+	if err == nil {
+		err = relay.CheckVersion(f.(*relay.Hello))
+	}
+	if err != nil {
+		var pe *relay.ProtocolError
+		if errors.As(err, &pe) {
+			log.Info("refusing agent", "close", pe.Close, "reason", pe.Reason)
+			closeNow(conn, pe.Close, pe.Reason)
+		}
+		return
+	}
+	hello := f.(*relay.Hello)
+	if hello.DeviceID != dev.ID {
+		log.Warn("hello names another device", "hello_device", hello.DeviceID)
+		closeNow(conn, websocket.ClosePolicyViolation, "hello device_id does not match the token's device")
+		return
+	}
+
+	s := &session{
+		h:          h,
+		id:         newID("s-"),
+		dev:        dev.ID,
+		conn:       conn,
+		out:        make(chan outItem, outQueue),
+		stop:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		pending:    make(map[string]*pendingCmd),
+	}
+	s.log = log.With("session", s.id)
+	s.touch()
+	if !h.register(s) {
+		closeNow(conn, websocket.CloseGoingAway, "hub node shutting down; reconnect")
+		return
+	}
+	defer h.sessWG.Done()
+	s.run(hello)
+}
+
+func (s *session) run(hello *relay.Hello) {
+	h := s.h
+	go s.writer()
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	err := s.goOnline(ctx)
+	cancel()
+	if err != nil {
+		s.log.Error("presence online", "err", err)
+		s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
+	} else {
+		// Tell every node to close older sessions of this device.
+		kick := ctlMsg{Op: "kick", Session: s.id, Epoch: s.epoch.Load()}
+		if err := h.nc.Publish(ctlSubject(s.dev), mustJSON(kick)); err != nil {
+			s.log.Warn("publish kick", "err", err)
+		}
+		s.send(&relay.Welcome{SessionID: s.id, HeartbeatMS: h.cfg.Heartbeat.Milliseconds(), ServerTime: h.cfg.Now().UTC()})
+		// Subscribe after welcome is queued so welcome is the first frame out.
+		sub, err := h.nc.ChanQueueSubscribe(cmdSubject(s.dev), "agent", h.cmdCh)
+		if err != nil {
+			s.log.Error("subscribe commands", "err", err)
+			s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
+		} else {
+			h.mu.Lock()
+			h.bySub[sub] = s
+			h.mu.Unlock()
+			s.mu.Lock()
+			s.sub = sub
+			s.mu.Unlock()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		_, err = h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
+			d.AgentVersion, d.Policy, d.LastSeen = hello.AgentVersion, hello.Policy, h.cfg.Now().UTC()
+			if hello.OS != "" {
+				d.OS = hello.OS
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			s.log.Warn("record hello", "err", err)
+		}
+		s.log.Info("agent connected", "agent_version", hello.AgentVersion, "os", hello.OS)
+	}
+
+	reason := s.readLoop()
+	s.end(reason)
+}
+
+// touch records activity and pushes the read deadline out.
+func (s *session) touch() {
+	s.lastSeen.Store(time.Now().UnixNano())
+	if !s.closing.Load() {
+		_ = s.conn.SetReadDeadline(time.Now().Add(s.h.readDeadline()))
+	}
+}
+
+func (s *session) readLoop() error {
+	s.conn.SetPongHandler(func(string) error { s.touch(); return nil })
+	s.conn.SetPingHandler(func(m string) error {
+		s.touch()
+		err := s.conn.WriteControl(websocket.PongMessage, []byte(m), time.Now().Add(writeWait))
+		if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+			return err
+		}
+		return nil
+	})
+	for {
+		mt, data, err := s.conn.ReadMessage()
+		if err != nil {
+			return err
+		}
+		if s.closing.Load() {
+			continue // waiting for the peer's close echo
+		}
+		s.touch()
+		if mt != websocket.TextMessage {
+			s.closeWith(websocket.CloseUnsupportedData, "binary frames are not part of "+relay.Subprotocol)
+			continue
+		}
+		f, err := relay.Decode(data, s.h.cfg.MaxFrame)
+		if err != nil {
+			var pe *relay.ProtocolError
+			if errors.As(err, &pe) {
+				s.log.Info("protocol error", "close", pe.Close, "reason", pe.Reason)
+				s.closeWith(pe.Close, pe.Reason)
+			} else {
+				s.closeWith(relay.CloseProtocolError, "undecodable frame")
+			}
+			continue
+		}
+		switch f := f.(type) {
+		case *relay.Result:
+			s.deliver(f)
+		case *relay.Event:
+			s.handleEvent(f)
+		case *relay.Hello:
+			s.closeWith(relay.CloseProtocolError, "hello sent twice")
+		default:
+			s.closeWith(relay.CloseProtocolError, fmt.Sprintf("%s frames go from hub to agent, not back", f.FrameType()))
+		}
+	}
+}
+
+// writer owns every write except control frames gorilla writes itself.
+func (s *session) writer() {
+	defer close(s.writerDone)
+	ping := time.NewTicker(s.h.cfg.Heartbeat)
+	defer ping.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case it := <-s.out:
+			if it.close != nil {
+				_ = s.conn.WriteControl(websocket.CloseMessage,
+					websocket.FormatCloseMessage(it.close.code, it.close.reason), time.Now().Add(writeWait))
+				// The reader ends at the peer's echo or after closeWait.
+				_ = s.conn.SetReadDeadline(time.Now().Add(closeWait))
+				<-s.stop
+				return
+			}
+			_ = s.conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := s.conn.WriteMessage(websocket.TextMessage, it.data); err != nil {
+				s.abort(err)
+				<-s.stop
+				return
+			}
+		case <-ping.C:
+			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				s.abort(err)
+				<-s.stop
+				return
+			}
+		}
+	}
+}
+
+// abort ends a session whose socket cannot be written: the reader's next
+// read fails at once.
+func (s *session) abort(err error) {
+	s.log.Info("write to agent failed", "err", err)
+	s.closing.Store(true)
+	_ = s.conn.SetReadDeadline(time.Now())
+}
+
+// send queues a frame; false if the session is closing or its queue is full.
+func (s *session) send(f relay.Frame) bool {
+	if s.closing.Load() {
+		return false
+	}
+	b, err := relay.Encode(f)
+	if err != nil {
+		s.log.Error("encode frame", "err", err)
+		return false
+	}
+	select {
+	case s.out <- outItem{data: b}:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeWith closes the socket with code and reason after the frames already
+// queued. Safe from any goroutine; only the first call counts.
+func (s *session) closeWith(code int, reason string) {
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		select {
+		case s.out <- outItem{close: &closeReq{code, reason}}:
+		default:
+			// The queue is full of frames the agent is not reading: cut it.
+			_ = s.conn.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// end runs once the reader has stopped: fail what is pending, record offline
+// (unless a newer session owns presence), and free the subscription.
+func (s *session) end(readErr error) {
+	s.closing.Store(true)
+	close(s.stop)
+	<-s.writerDone
+
+	s.mu.Lock()
+	s.ended = true
+	sub := s.sub
+	pending := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	for id, p := range pending {
+		s.respond(p.replies, &relay.Result{ID: id, Error: relay.Errorf(relay.CodeDeviceOffline,
+			"the device disconnected before answering; it may or may not have run the command")})
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	lastSeen := time.Unix(0, s.lastSeen.Load()).UTC()
+	s.setPresence(ctx, func(p *presenceRec) {
+		p.State, p.Since, p.LastSeen = hubclient.StateOffline, s.h.cfg.Now().UTC(), lastSeen
+	})
+	if _, err := s.h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
+		if lastSeen.After(d.LastSeen) {
+			d.LastSeen = lastSeen
+		}
+		return nil
+	}); err != nil {
+		s.log.Warn("record last_seen", "err", err)
+	}
+	s.h.unregister(s)
+	s.log.Info("agent disconnected", "reason", closeReason(readErr))
+}
+
+func closeReason(err error) string {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("close %d %s", ce.Code, ce.Text)
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// goOnline writes an online record unconditionally: a new session always
+// supersedes older ones, and its revision becomes the session's epoch.
+func (s *session) goOnline(ctx context.Context) error {
+	now := s.h.cfg.Now().UTC()
+	rec := presenceRec{State: hubclient.StateOnline, Session: s.id, Node: s.h.cfg.NodeName,
+		Since: now, LastSeen: now, Refreshed: now, StaleAfterMS: s.h.staleAfter().Milliseconds()}
+	s.presMu.Lock()
+	defer s.presMu.Unlock()
+	rev, err := s.h.st.presence.Put(ctx, s.dev, mustJSON(rec))
+	if err != nil {
+		return fmt.Errorf("put presence: %w", err)
+	}
+	s.pres, s.presRev = rec, rev
+	s.epoch.Store(rev)
+	return nil
+}
+
+// setPresence rewrites this session's presence record with compare-and-set
+// on the revision it last wrote, so a stale session never overwrites a
+// newer one. It returns false once a newer session owns the key.
+func (s *session) setPresence(ctx context.Context, mutate func(*presenceRec)) bool {
+	s.presMu.Lock()
+	defer s.presMu.Unlock()
+	if s.presLost {
+		return false
+	}
+	if s.presRev == 0 {
+		return true // never went online
+	}
+	rec := s.pres
+	rec.LastSeen = time.Unix(0, s.lastSeen.Load()).UTC()
+	rec.Refreshed = s.h.cfg.Now().UTC()
+	mutate(&rec)
+	rev, err := s.h.st.presence.Update(ctx, s.dev, mustJSON(rec), s.presRev)
+	if err != nil {
+		if isRevMismatch(err) {
+			s.presLost = true
+			return false
+		}
+		s.log.Warn("update presence", "err", err)
+		return true
+	}
+	s.pres, s.presRev = rec, rev
+	return true
+}
+
+func (s *session) refreshPresence(ctx context.Context) {
+	if s.closing.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if !s.setPresence(ctx, func(*presenceRec) {}) {
+		s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
+	}
+}
+
+// startCommand forwards a routed command to the agent. It runs on the
+// dispatcher goroutine, so it never blocks: a full queue answers busy.
+func (s *session) startCommand(msg *nats.Msg) {
+	var cmd relay.Command
+	if err := json.Unmarshal(msg.Data, &cmd); err != nil || cmd.ID == "" {
+		s.respond([]*nats.Msg{msg}, &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "hub sent a malformed command")})
+		return
+	}
+	s.mu.Lock()
+	if s.ended || s.closing.Load() {
+		s.mu.Unlock()
+		s.respond([]*nats.Msg{msg}, &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeDeviceOffline, "the device is disconnecting; retry")})
+		return
+	}
+	if p := s.pending[cmd.ID]; p != nil {
+		// Same id in flight: wait for that run rather than start another.
+		p.replies = append(p.replies, msg)
+		s.mu.Unlock()
+		return
+	}
+	s.pending[cmd.ID] = &pendingCmd{replies: []*nats.Msg{msg}, deadline: cmd.Deadline}
+	s.mu.Unlock()
+
+	if !s.send(&cmd) {
+		code, text := relay.CodeBusy, "the hub's queue to this device is full; retry shortly"
+		if s.closing.Load() {
+			code, text = relay.CodeDeviceOffline, "the device is disconnecting; retry"
+		}
+		s.fail(cmd.ID, relay.Errorf(code, "%s", text))
+	}
+}
+
+func (s *session) fail(id string, e *relay.Error) {
+	s.mu.Lock()
+	p := s.pending[id]
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if p != nil {
+		s.respond(p.replies, &relay.Result{ID: id, Error: e})
+	}
+}
+
+func (s *session) deliver(res *relay.Result) {
+	s.mu.Lock()
+	p := s.pending[res.ID]
+	delete(s.pending, res.ID)
+	s.mu.Unlock()
+	if p == nil {
+		s.log.Debug("result for no pending command (late or duplicate)", "command", res.ID)
+		return
+	}
+	s.respond(p.replies, res)
+}
+
+func (s *session) respond(replies []*nats.Msg, res *relay.Result) {
+	b := mustJSON(res)
+	for _, m := range replies {
+		if err := m.Respond(b); err != nil {
+			s.log.Warn("reply to command request", "command", res.ID, "err", err)
+			if errors.Is(err, nats.ErrMaxPayload) {
+				_ = m.Respond(mustJSON(&relay.Result{ID: res.ID, Error: relay.Errorf(relay.CodeInternal,
+					"the device's result (%d bytes) exceeds the hub's message limit", len(b))}))
+			}
+		}
+	}
+}
+
+// sweepPending forgets commands whose requester has long stopped waiting.
+func (s *session) sweepPending() {
+	cut := s.h.cfg.Now().Add(-requestSlack - time.Second)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.pending {
+		if p.deadline.Before(cut) {
+			delete(s.pending, id)
+		}
+	}
+}
+
+func (s *session) handleEvent(ev *relay.Event) {
+	h := s.h
+	name := ev.Event
+	if !eventNameRe.MatchString(name) {
+		name = "other" // keep the subject a single safe token
+	}
+	rec := hubclient.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
+		ReceivedAt: h.cfg.Now().UTC(), Data: ev.Data}
+	body := mustJSON(rec)
+	if err := h.nc.Publish(eventSubject(s.dev, name), body); err != nil {
+		s.log.Warn("publish event", "event", ev.Event, "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	switch ev.Event {
+	case relay.EventSleeping:
+		s.setPresence(ctx, func(p *presenceRec) {
+			p.State, p.Since = hubclient.StateSleeping, h.cfg.Now().UTC()
+		})
+	case relay.EventPolicyChanged:
+		pol, ok := parsePolicy(ev.Data)
+		if !ok {
+			s.log.Info("policy_changed event without a readable policy")
+			return
+		}
+		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = pol; return nil }); err != nil {
+			s.log.Warn("record policy", "err", err)
+		}
+	case relay.EventProposalDecided:
+		var d struct {
+			ProposalID string `json:"proposal_id"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if !kvKeyRe.MatchString(d.ProposalID) {
+			s.log.Info("proposal_decided event without a usable proposal_id")
+			return
+		}
+		if _, err := h.st.proposals.Put(ctx, proposalKey(s.dev, d.ProposalID), body); err != nil {
+			s.log.Warn("record proposal decision", "err", err)
+		}
+	}
+}
+
+// parsePolicy accepts {"policy":[...]} or a bare [...].
+func parsePolicy(raw json.RawMessage) ([]relay.ProjectPolicy, bool) {
+	var wrapped struct {
+		Policy *[]relay.ProjectPolicy `json:"policy"`
+	}
+	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Policy != nil {
+		return *wrapped.Policy, true
+	}
+	var bare []relay.ProjectPolicy
+	if json.Unmarshal(raw, &bare) == nil && bare != nil {
+		return bare, true
+	}
+	return nil, false
+}
+
+func proposalKey(dev, proposal string) string { return dev + "." + proposal }
+
+// dispatch handles command deliveries for every session, and kick/revoke
+// messages for this node's sockets.
+func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-h.cmdCh:
+			h.mu.Lock()
+			s := h.bySub[m.Sub]
+			h.mu.Unlock()
+			if s == nil {
+				_ = m.Respond(mustJSON(&relay.Result{ID: "", Error: relay.Errorf(relay.CodeDeviceOffline, "the device disconnected")}))
+				continue
+			}
+			s.startCommand(m)
+		case m := <-ctl:
+			var c ctlMsg
+			if json.Unmarshal(m.Data, &c) != nil {
+				continue
+			}
+			dev := deviceFromCtl(m.Subject)
+			for _, s := range h.localSessions(dev) {
+				switch c.Op {
+				case "revoke":
+					s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
+				case "kick":
+					// Epoch 0 means still setting up: it will publish its own kick.
+					if e := s.epoch.Load(); s.id != c.Session && e != 0 && e < c.Epoch {
+						s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
+					}
+				}
+			}
+		}
+	}
+}
+
+// deviceFromCtl extracts <id> from rr.dev.<id>.ctl.
+func deviceFromCtl(subj string) string {
+	const pre, suf = "rr.dev.", ".ctl"
+	if len(subj) > len(pre)+len(suf) {
+		return subj[len(pre) : len(subj)-len(suf)]
+	}
+	return ""
+}

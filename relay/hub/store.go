@@ -1,0 +1,266 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// KV buckets and the events stream. Names are part of the hub's on-disk
+// state: renaming one loses data on upgrade.
+const (
+	bucketDevices   = "rr_devices"   // device id → deviceRec
+	bucketTokens    = "rr_tokens"    // sha256(token) hex → tokenRec
+	bucketPairing   = "rr_pairing"   // sha256(code) hex → pairingRec
+	bucketPresence  = "rr_presence"  // device id → presenceRec
+	bucketProposals = "rr_proposals" // device id "." proposal id → proposal event
+	streamEvents    = "RR_EVENTS"    // subjects rr.events.>
+)
+
+// NATS subjects.
+const (
+	subjEvents = "rr.events" // rr.events.<device>.<event>
+)
+
+func cmdSubject(dev string) string       { return "rr.dev." + dev + ".cmd" }
+func ctlSubject(dev string) string       { return "rr.dev." + dev + ".ctl" }
+func eventSubject(dev, ev string) string { return subjEvents + "." + dev + "." + ev }
+
+const ctlWildcard = "rr.dev.*.ctl"
+
+// pairingRetention bounds how long a pairing record (used or expired) is kept,
+// so a late try still gets "expired"/"used" rather than "unknown".
+const pairingRetention = 24 * time.Hour
+
+type deviceRec struct {
+	ID           string                `json:"id"`
+	Name         string                `json:"name"`
+	OS           string                `json:"os"`
+	Projects     []string              `json:"projects"`
+	CreatedAt    time.Time             `json:"created_at"`
+	Revoked      bool                  `json:"revoked,omitempty"`
+	RevokedAt    time.Time             `json:"revoked_at,omitzero"`
+	TokenHash    string                `json:"token_hash"`
+	AgentVersion string                `json:"agent_version,omitempty"`
+	Policy       []relay.ProjectPolicy `json:"policy,omitempty"`
+	LastSeen     time.Time             `json:"last_seen,omitzero"`
+}
+
+func (d *deviceRec) hasProject(p string) bool {
+	for _, x := range d.Projects {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+type tokenRec struct {
+	DeviceID  string    `json:"device_id"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+type pairingRec struct {
+	Project   string    `json:"project"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	UsedAt    time.Time `json:"used_at,omitzero"`
+	UsedBy    string    `json:"used_by,omitempty"`
+}
+
+// presenceRec is written only by the node holding the device's socket.
+// StaleAfterMS travels with it so readers on other nodes (with another
+// heartbeat) judge staleness the way the writer meant.
+type presenceRec struct {
+	State        string    `json:"state"`
+	Session      string    `json:"session,omitempty"`
+	Node         string    `json:"node,omitempty"`
+	Since        time.Time `json:"since"`
+	LastSeen     time.Time `json:"last_seen"`
+	Refreshed    time.Time `json:"refreshed"`
+	StaleAfterMS int64     `json:"stale_after_ms,omitempty"`
+}
+
+// store wraps the KV buckets.
+type store struct {
+	devices, tokens, pairing, presence, proposals jetstream.KeyValue
+}
+
+func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
+	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+		cfg.Storage = jetstream.FileStorage
+		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kv bucket %s: %w", cfg.Bucket, err)
+		}
+		return kv, nil
+	}
+	var s store
+	var err error
+	if s.devices, err = mk(jetstream.KeyValueConfig{Bucket: bucketDevices, History: 1, Description: "roomrelay enrolled devices"}); err != nil {
+		return nil, err
+	}
+	if s.tokens, err = mk(jetstream.KeyValueConfig{Bucket: bucketTokens, History: 1, Description: "roomrelay device token hashes"}); err != nil {
+		return nil, err
+	}
+	if s.pairing, err = mk(jetstream.KeyValueConfig{Bucket: bucketPairing, History: 1, TTL: pairingRetention, Description: "roomrelay pairing code hashes"}); err != nil {
+		return nil, err
+	}
+	// No bucket TTL: expiry would erase last_seen. Staleness is judged from
+	// the record's refresh time instead (see presenceRec).
+	if s.presence, err = mk(jetstream.KeyValueConfig{Bucket: bucketPresence, History: 1, Description: "roomrelay device presence"}); err != nil {
+		return nil, err
+	}
+	if s.proposals, err = mk(jetstream.KeyValueConfig{Bucket: bucketProposals, History: 1, TTL: 30 * 24 * time.Hour, Description: "roomrelay proposal decisions"}); err != nil {
+		return nil, err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        streamEvents,
+		Description: "roomrelay device events",
+		Subjects:    []string{subjEvents + ".>"},
+		Storage:     jetstream.FileStorage,
+		MaxAge:      7 * 24 * time.Hour,
+		MaxBytes:    256 << 20,
+		Discard:     jetstream.DiscardOld,
+	}); err != nil {
+		return nil, fmt.Errorf("events stream: %w", err)
+	}
+	return &s, nil
+}
+
+func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	var v T
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return nil, 0, fmt.Errorf("decode %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return &v, e.Revision(), nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("hub: marshal %T: %v", v, err)) // only our own plain structs
+	}
+	return b
+}
+
+// updateDevice applies fn to a device record with compare-and-set, retrying
+// when another writer got in between.
+func (s *store) updateDevice(ctx context.Context, id string, fn func(*deviceRec) error) (*deviceRec, error) {
+	for range 16 {
+		d, rev, err := getJSON[deviceRec](ctx, s.devices, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(d); err != nil {
+			return nil, err
+		}
+		if _, err := s.devices.Update(ctx, id, mustJSON(d), rev); err != nil {
+			if isRevMismatch(err) {
+				continue
+			}
+			return nil, fmt.Errorf("update device %s: %w", id, err)
+		}
+		return d, nil
+	}
+	return nil, fmt.Errorf("update device %s: too much contention", id)
+}
+
+// isRevMismatch reports a failed compare-and-set (Update with a stale
+// revision, or Create of an existing key).
+func isRevMismatch(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// hashSecret is how tokens and pairing codes are stored: never in clear.
+func hashSecret(kind, secret string) string {
+	sum := sha256.Sum256([]byte("roomrelay/" + kind + "/" + secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Crockford base32: no I, L, O, U, so a code read aloud is unambiguous.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// newPairingCode returns XXXX-XXXX (40 random bits).
+func newPairingCode() string {
+	var b [8]byte
+	rand.Read(b[:])
+	out := make([]byte, 0, 9)
+	for i, x := range b {
+		if i == 4 {
+			out = append(out, '-')
+		}
+		out = append(out, crockford[int(x)%32])
+	}
+	return string(out)
+}
+
+// normalizeCode maps what a person typed to the canonical code: case,
+// separators and the Crockford look-alikes (I/L → 1, O → 0) do not matter.
+func normalizeCode(s string) (string, bool) {
+	var out []byte
+	for _, r := range strings.ToUpper(s) {
+		switch r {
+		case '-', ' ', '\t':
+			continue
+		case 'I', 'L':
+			r = '1'
+		case 'O':
+			r = '0'
+		}
+		if r > 127 || strings.IndexByte(crockford, byte(r)) < 0 {
+			return "", false
+		}
+		out = append(out, byte(r))
+	}
+	if len(out) != 8 {
+		return "", false
+	}
+	return string(out[:4]) + "-" + string(out[4:]), true
+}
+
+// newID returns prefix + 16 lowercase Crockford characters (80 bits): safe as
+// a NATS subject token and a KV key.
+func newID(prefix string) string {
+	var b [10]byte
+	rand.Read(b[:])
+	const alpha = "0123456789abcdefghjkmnpqrstvwxyz"
+	out := make([]byte, 0, len(prefix)+16)
+	out = append(out, prefix...)
+	var acc uint64
+	bits := 0
+	for _, x := range b {
+		acc = acc<<8 | uint64(x)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			out = append(out, alpha[(acc>>bits)&31])
+		}
+	}
+	return string(out)
+}
+
+var (
+	// Device ids become NATS subject tokens: no dots, wildcards or spaces.
+	deviceIDRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	projectRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	commandIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	// KV keys allow [-/_=.a-zA-Z0-9]; proposal ids outside that are not indexed.
+	kvKeyRe     = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
+	eventNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+)

@@ -42,7 +42,7 @@ type Hub struct {
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	sessWG   sync.WaitGroup
 	reqWG    sync.WaitGroup // HTTP handlers, including agent sockets
-	emptyCh  chan struct{} // closed when sessions becomes empty while closing
+	emptyCh  chan struct{}  // closed when sessions becomes empty while closing
 }
 
 // New checks cfg and returns a hub that is not yet running.

@@ -185,32 +185,17 @@ func (s *session) run(hello *relay.Hello) {
 	h := s.h
 	go s.writer()
 
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	err := s.goOnline(ctx)
-	cancel()
-	if err != nil {
+	// Welcome is queued first so it is the first frame out; then the route,
+	// flushed so any node can reach it; then presence, so "online" means
+	// routable; then the kick for older sessions, which needs our epoch.
+	s.send(&relay.Welcome{SessionID: s.id, HeartbeatMS: h.cfg.Heartbeat.Milliseconds(), ServerTime: h.cfg.Now().UTC()})
+	if err := s.subscribe(); err != nil {
+		s.log.Error("subscribe commands", "err", err)
+		s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
+	} else if err := s.goOnlineAndKick(); err != nil {
 		s.log.Error("presence online", "err", err)
 		s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
 	} else {
-		// Tell every node to close older sessions of this device.
-		kick := ctlMsg{Op: "kick", Session: s.id, Epoch: s.epoch.Load()}
-		if err := h.nc.Publish(ctlSubject(s.dev), mustJSON(kick)); err != nil {
-			s.log.Warn("publish kick", "err", err)
-		}
-		s.send(&relay.Welcome{SessionID: s.id, HeartbeatMS: h.cfg.Heartbeat.Milliseconds(), ServerTime: h.cfg.Now().UTC()})
-		// Subscribe after welcome is queued so welcome is the first frame out.
-		sub, err := h.nc.ChanQueueSubscribe(cmdSubject(s.dev), "agent", h.cmdCh)
-		if err != nil {
-			s.log.Error("subscribe commands", "err", err)
-			s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
-		} else {
-			h.mu.Lock()
-			h.bySub[sub] = s
-			h.mu.Unlock()
-			s.mu.Lock()
-			s.sub = sub
-			s.mu.Unlock()
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		_, err = h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
 			d.AgentVersion, d.Policy, d.LastSeen = hello.AgentVersion, hello.Policy, h.cfg.Now().UTC()
@@ -407,6 +392,40 @@ func closeReason(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func (s *session) subscribe() error {
+	h := s.h
+	// Hold h.mu so the dispatcher cannot see a delivery before bySub knows it.
+	h.mu.Lock()
+	sub, err := h.nc.ChanQueueSubscribe(cmdSubject(s.dev), "agent", h.cmdCh)
+	if err == nil {
+		h.bySub[sub] = s
+	}
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", cmdSubject(s.dev), err)
+	}
+	s.mu.Lock()
+	s.sub = sub
+	s.mu.Unlock()
+	if err := h.nc.FlushTimeout(opTimeout); err != nil {
+		return fmt.Errorf("flush subscription: %w", err)
+	}
+	return nil
+}
+
+func (s *session) goOnlineAndKick() error {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := s.goOnline(ctx); err != nil {
+		return err
+	}
+	kick := ctlMsg{Op: "kick", Session: s.id, Epoch: s.epoch.Load()}
+	if err := s.h.nc.Publish(ctlSubject(s.dev), mustJSON(kick)); err != nil {
+		return fmt.Errorf("publish kick: %w", err)
+	}
+	return nil
 }
 
 // goOnline writes an online record unconditionally: a new session always

@@ -1,0 +1,353 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+)
+
+const testAdmin = "rra_test-admin-token"
+
+// testLogWriter forwards hub logs to the test log until the test is over.
+type testLogWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+type testHub struct {
+	*Hub
+	t      testing.TB
+	cl     *hubclient.Client
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// startHub runs a hub until the test ends (or stop is called).
+func startHub(t testing.TB, cfg Config) *testHub {
+	t.Helper()
+	if cfg.NATSURL == "" && cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = testAdmin
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = time.Minute // long: nothing in a test ends by deadline unless it asks
+	}
+	if cfg.DrainSpread == 0 {
+		cfg.DrainSpread = 50 * time.Millisecond
+	}
+	if cfg.DrainGrace == 0 {
+		cfg.DrainGrace = 100 * time.Millisecond
+	}
+	lw := &testLogWriter{t: t}
+	if cfg.Logger == nil {
+		level := slog.LevelWarn
+		if testing.Verbose() {
+			level = slog.LevelDebug
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: level}))
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatalf("hub.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	th := &testHub{Hub: h, t: t, cancel: cancel, done: make(chan error, 1)}
+	go func() { th.done <- h.Run(ctx) }()
+	select {
+	case <-h.Ready():
+	case err := <-th.done:
+		cancel()
+		t.Fatalf("hub.Run ended before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("hub not ready after 30s")
+	}
+	th.cl = hubclient.New(h.URL(), cfg.AdminToken)
+	t.Cleanup(func() {
+		th.stop()
+		lw.mu.Lock()
+		lw.done = true
+		lw.mu.Unlock()
+	})
+	return th
+}
+
+// stop cancels Run and waits for it.
+func (th *testHub) stop() {
+	th.once.Do(func() {
+		th.cancel()
+		select {
+		case err := <-th.done:
+			if err != nil {
+				th.t.Errorf("hub.Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			th.t.Error("hub.Run did not return 30s after cancel")
+		}
+	})
+}
+
+func (th *testHub) wsURL() string { return "ws://" + th.Addr() + relay.ConnectPath }
+
+// enroll pairs and enrolls a new device for project.
+func (th *testHub) enroll(project string) (devID, token string) {
+	th.t.Helper()
+	ctx := context.Background()
+	pc, err := th.cl.Pair(ctx, project, 0)
+	if err != nil {
+		th.t.Fatalf("pair: %v", err)
+	}
+	en, err := th.cl.Enroll(ctx, pc.Code, "test-device", "linux", "")
+	if err != nil {
+		th.t.Fatalf("enroll: %v", err)
+	}
+	return en.DeviceID, en.Token
+}
+
+func (th *testHub) presence(id string) hubclient.Presence {
+	th.t.Helper()
+	d, err := th.cl.Device(context.Background(), id)
+	if err != nil {
+		th.t.Fatalf("device %s: %v", id, err)
+	}
+	return d.Presence
+}
+
+// waitFor polls cond until it holds; the limit only bounds a failing test.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (th *testHub) waitState(id, state string) hubclient.Presence {
+	th.t.Helper()
+	var p hubclient.Presence
+	waitFor(th.t, id+" "+state, func() bool { p = th.presence(id); return p.State == state })
+	return p
+}
+
+// fakeAgent speaks the protocol with a raw gorilla client.
+type fakeAgent struct {
+	t       testing.TB
+	conn    *websocket.Conn
+	dev     string
+	welcome *relay.Welcome
+
+	mu     sync.Mutex
+	frames []relay.Frame // non-command frames seen by serve
+	done   chan struct{}
+	err    error // why serve ended
+}
+
+func dialRaw(url, token string, subprotocols []string) (*websocket.Conn, *http.Response, error) {
+	d := websocket.Dialer{Subprotocols: subprotocols, HandshakeTimeout: 10 * time.Second}
+	hdr := http.Header{}
+	if token != "" {
+		hdr.Set("Authorization", "Bearer "+token)
+	}
+	return d.Dial(url, hdr)
+}
+
+func mustEncode(t testing.TB, f relay.Frame) []byte {
+	t.Helper()
+	b, err := relay.Encode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func helloFor(dev string) *relay.Hello {
+	return &relay.Hello{Protocol: relay.ProtocolVersion, AgentVersion: "test", DeviceID: dev, OS: "linux",
+		Policy: []relay.ProjectPolicy{{Project: "p1", Commands: []string{"echo"}}}}
+}
+
+// dialAgent connects, says hello and reads welcome.
+func dialAgent(t testing.TB, url, token, dev string) *fakeAgent {
+	t.Helper()
+	conn, resp, err := dialRaw(url, token, []string{relay.Subprotocol})
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial: %v (status %d)", err, status)
+	}
+	a := &fakeAgent{t: t, conn: conn, dev: dev, done: make(chan struct{})}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.WriteMessage(websocket.TextMessage, mustEncode(t, helloFor(dev))); err != nil {
+		t.Fatalf("write hello: %v", err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, data, err := conn.ReadMessage()
+	if err != nil {
+		t.Fatalf("read welcome: %v", err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	f, err := relay.Decode(data, 0)
+	if err != nil {
+		t.Fatalf("decode welcome: %v", err)
+	}
+	w, ok := f.(*relay.Welcome)
+	if !ok {
+		t.Fatalf("first frame is %s, want welcome", f.FrameType())
+	}
+	a.welcome = w
+	return a
+}
+
+// echoHandler answers every command with its args.
+func echoHandler(c *relay.Command) *relay.Result {
+	if c.Name == "fail" {
+		return &relay.Result{ID: c.ID, Error: relay.Errorf(relay.CodeCommandNotAllowed, "not allowed here")}
+	}
+	return &relay.Result{ID: c.ID, OK: true, Result: c.Args}
+}
+
+// serve answers commands with handle (nil result: no answer) until the
+// connection ends. Pings are answered by gorilla while reading.
+func (a *fakeAgent) serve(handle func(*relay.Command) *relay.Result) {
+	go func() {
+		defer close(a.done)
+		var wmu sync.Mutex
+		for {
+			_, data, err := a.conn.ReadMessage()
+			if err != nil {
+				a.mu.Lock()
+				a.err = err
+				a.mu.Unlock()
+				return
+			}
+			f, err := relay.Decode(data, 0)
+			if err != nil {
+				a.mu.Lock()
+				a.err = err
+				a.mu.Unlock()
+				return
+			}
+			cmd, ok := f.(*relay.Command)
+			if !ok {
+				a.mu.Lock()
+				a.frames = append(a.frames, f)
+				a.mu.Unlock()
+				continue
+			}
+			go func() {
+				res := handle(cmd)
+				if res == nil {
+					return
+				}
+				b, _ := relay.Encode(res)
+				wmu.Lock()
+				defer wmu.Unlock()
+				_ = a.conn.WriteMessage(websocket.TextMessage, b)
+			}()
+		}
+	}()
+}
+
+// closeCode waits for serve to end and returns the close code the hub sent.
+func (a *fakeAgent) closeCode() (int, string) {
+	a.t.Helper()
+	select {
+	case <-a.done:
+	case <-time.After(20 * time.Second):
+		a.t.Fatal("agent connection still open after 20s")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ce *websocket.CloseError
+	if errors.As(a.err, &ce) {
+		return ce.Code, ce.Text
+	}
+	return -1, fmt.Sprint(a.err)
+}
+
+// readClose reads until the hub closes and returns its close code.
+func readClose(t testing.TB, conn *websocket.Conn) (int, string) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		_, _, err := conn.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			return ce.Code, ce.Text
+		}
+		return -1, err.Error()
+	}
+}
+
+// command posts a command through th and returns the result and status.
+func (th *testHub) command(dev string, req hubclient.CommandRequest) (*relay.Result, int) {
+	th.t.Helper()
+	res, status, err := th.cl.Command(context.Background(), dev, req)
+	if err != nil {
+		th.t.Fatalf("command: %v", err)
+	}
+	return res, status
+}
+
+// roundTrip asserts that an echo command comes back unchanged.
+func (th *testHub) roundTrip(dev string) {
+	th.t.Helper()
+	args := json.RawMessage(`{"n":42,"s":"héllo"}`)
+	res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
+	if status != http.StatusOK || !res.OK || string(res.Result) != string(args) {
+		th.t.Fatalf("round trip: status %d result %+v (error %v)", status, res, res.Error)
+	}
+}
+
+// startExternalNATS runs a separate nats-server with JetStream on a random
+// loopback port, as a cluster would be to the hub.
+func startExternalNATS(t testing.TB) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(20 * time.Second) {
+		t.Fatal("external nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns.ClientURL()
+}

@@ -1,0 +1,5 @@
+package hub
+
+import "os"
+
+var osStat = os.Stat

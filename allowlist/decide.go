@@ -1,0 +1,159 @@
+package allowlist
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// Decide says whether project may run command in roomID with args, and
+// returns nil or a *relay.Error. Checks run in this order, so that what a
+// denial reveals never goes beyond what the caller was allowed to learn:
+//
+//  1. project_not_enabled: the project is not in the policy or not enabled;
+//  2. command_not_allowed: the command is not listed for it (unknown names
+//     included);
+//  3. not_found: the project lists rooms and this is not one of them; the
+//     error is relay.RoomNotFound, word for word what a missing room gets;
+//  4. invalid_args: an argument is over the project's tightened bound.
+//
+// The room is roomID, or args' room_id when roomID is "". When both are
+// given they must agree, so a caller cannot pass the policy one room and
+// the handler another. Decide judges only the policy: the arguments' schema
+// and rules are relay.ValidateArgs' job, to be run after Decide; rates are
+// the Limiter's.
+func (p *Policy) Decide(projectID, command, roomID string, args json.RawMessage) error {
+	pr, ok := p.projects[projectID]
+	if !ok || !pr.enabled {
+		return relay.Errorf(relay.CodeProjectNotEnabled, "project %s is not enabled on this device", quote(projectID))
+	}
+	if !slices.Contains(pr.commands, command) {
+		return relay.Errorf(relay.CodeCommandNotAllowed, "command %s is not allowed for project %s on this device", quote(command), quote(projectID))
+	}
+	var fields map[string]json.RawMessage
+	if len(bytes.TrimSpace(args)) > 0 {
+		if err := json.Unmarshal(args, &fields); err != nil {
+			return relay.Errorf(relay.CodeInvalidArgs, "args must be a JSON object")
+		}
+	}
+	room := roomID
+	if raw, ok := fields["room_id"]; ok {
+		var argRoom string
+		if err := json.Unmarshal(raw, &argRoom); err != nil {
+			return relay.Errorf(relay.CodeInvalidArgs, "room_id must be a string")
+		}
+		if roomID != "" && argRoom != roomID {
+			return relay.Errorf(relay.CodeInvalidArgs, "room_id in args differs from the command's room")
+		}
+		room = argRoom
+	}
+	if len(pr.rooms) > 0 && !slices.Contains(pr.rooms, room) {
+		return relay.RoomNotFound(room)
+	}
+	return pr.checkBounds(projectID, command, fields)
+}
+
+// checkBounds enforces the "max" lines. Values of the wrong type are left
+// for the schema to refuse.
+func (pr *project) checkBounds(projectID, command string, fields map[string]json.RawMessage) error {
+	switch command {
+	case relay.CmdListRoomApps:
+		max, ok := pr.max[BoundListLimit]
+		var limit float64
+		if ok && json.Unmarshal(fields["limit"], &limit) == nil && limit > float64(max) {
+			return relay.Errorf(relay.CodeInvalidArgs,
+				"limit %v is over this device's maximum of %d for project %s", limit, max, quote(projectID))
+		}
+	case relay.CmdProposeRoomSnippetApp:
+		var files map[string]json.RawMessage
+		if json.Unmarshal(fields["files"], &files) != nil {
+			return nil
+		}
+		if max, ok := pr.max[BoundSnippetFiles]; ok && len(files) > max {
+			return relay.Errorf(relay.CodeInvalidArgs,
+				"too many files (%d, at most %d for project %s on this device): propose a pinned repository version with %s instead",
+				len(files), max, quote(projectID), relay.CmdProposeRoomRepoApp)
+		}
+		if max, ok := pr.max[BoundSnippetBytes]; ok {
+			total := 0
+			for _, raw := range files {
+				var s string
+				if json.Unmarshal(raw, &s) == nil {
+					total += len(s)
+				}
+			}
+			if total > max {
+				return relay.Errorf(relay.CodeInvalidArgs,
+					"files too large in total (%d bytes, at most %d for project %s on this device): propose a pinned repository version with %s instead",
+					total, max, quote(projectID), relay.CmdProposeRoomRepoApp)
+			}
+		}
+	}
+	return nil
+}
+
+// Limiter applies each enabled project's rate: a token bucket per project,
+// filled at Rate.Events per Rate.Per up to Rate.Burst. It is safe for
+// concurrent use. The clock is injected so tests need not wait.
+type Limiter struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// NewLimiter returns a Limiter reading time from now (time.Now if nil).
+func NewLimiter(now func() time.Time) *Limiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &Limiter{now: now, buckets: map[string]*bucket{}}
+}
+
+// Allow takes one token from project's bucket under p's current rate, or
+// returns rate_limited saying when to retry. Call it after Decide allowed
+// the command: a project p does not enable has no bucket and is let through
+// here, since Decide has already refused it. A policy reload keeps the
+// buckets; a lower burst caps what a bucket holds.
+func (l *Limiter) Allow(p *Policy, projectID string) error {
+	r, ok := p.RateOf(projectID)
+	if !ok {
+		return nil
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[projectID]
+	if !ok {
+		b = &bucket{tokens: float64(r.Burst), last: now}
+		l.buckets[projectID] = b
+	}
+	perToken := r.Per / time.Duration(r.Events)
+	if elapsed := now.Sub(b.last); elapsed > 0 { // a clock stepping back adds nothing
+		b.tokens += elapsed.Seconds() / perToken.Seconds()
+		b.last = now
+	}
+	b.tokens = min(b.tokens, float64(r.Burst))
+	if b.tokens >= 1 {
+		b.tokens--
+		return nil
+	}
+	wait := time.Duration((1 - b.tokens) * float64(perToken))
+	return relay.Errorf(relay.CodeRateLimited, "project %s is over this device's rate of %s; retry in %s",
+		quote(projectID), r, roundUp(wait))
+}
+
+// roundUp shows a wait in whole seconds (at least 1s), never promising too early.
+func roundUp(d time.Duration) string {
+	s := (d + time.Second - 1) / time.Second
+	return fmt.Sprintf("%ds", max(s, 1))
+}

@@ -1,0 +1,297 @@
+// Package allowlist is the device's policy: which projects this device
+// serves, which commands each may run, in which rooms, within which argument
+// bounds and at what rate. Anything the policy does not allow is denied.
+//
+// The policy lives in one human-readable file in the config dir. Only the
+// local CLI changes it (Enable, Disable, Save); the agent only loads it and
+// decides. Nothing here does network I/O, and no frame from the hub reaches
+// an editing method.
+//
+// # The policy file
+//
+// A line-oriented text file, UTF-8. Each line is a directive and its fields,
+// separated by spaces or tabs; indentation is free. A field starting with
+// '#' starts a comment that runs to the end of the line; blank lines are
+// ignored. Example (what Marshal writes):
+//
+//	# roomrelay device policy. Anything not listed here is denied.
+//	version 1
+//
+//	project proj-alpha
+//	  enabled  yes
+//	  commands read_room list_room_apps read_room_app_status
+//	  rooms    *
+//	  rate     60/min burst 10
+//	  max      list_room_apps.limit 20
+//
+//	project proj-beta
+//	  enabled  no
+//	  commands read_room
+//	  rooms    room-1 room-2
+//	  rate     60/min burst 10
+//
+// Directives:
+//
+//   - version 1: optional, before the first project; only 1 exists.
+//   - project ID: starts a project's block; the directives below belong to
+//     it until the next project line. A project appears once.
+//   - enabled yes|no: required in every block.
+//   - commands NAME...: the commands the project may run, one or more per
+//     line; the line may repeat. Only the six names of relay.CommandNames
+//     exist; any other is an error naming it. No commands line: none.
+//   - rooms ID... | rooms *: the rooms the project's commands may touch.
+//     No rooms line, or "*": every room of the project.
+//   - rate N/UNIT [burst M]: the token bucket for the project's commands;
+//     UNIT is s, min or h; N and M from 1 to 1000000; M defaults to N or 10,
+//     whichever is smaller. No rate line: 60/min burst 10.
+//   - max COMMAND.ARG N: tightens an argument bound below the protocol's:
+//     list_room_apps.limit (1–50), propose_room_snippet_app.files (at most
+//     relay.MaxSnippetFiles files) and propose_room_snippet_app.bytes (at most
+//     relay.MaxSnippetTotalBytes bytes of content). May repeat for different
+//     bounds, and may name a command the project does not (yet) allow.
+//
+// IDs (projects and rooms) are 1–128 characters from A–Z a–z 0–9 . _ : @ -,
+// starting with a letter or digit.
+//
+// Errors name the line and the directive: "line 7: commands: unknown command
+// 'read_rooms'". Marshal writes projects by ID, commands in the order of
+// relay.CommandNames and rooms sorted, so Parse(Marshal(p)) equals p.
+package allowlist
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// DefaultCommands are what `roomrelay enable PROJECT` allows without
+// --allow: the three reads, which change nothing on the device.
+var DefaultCommands = []string{relay.CmdReadRoom, relay.CmdListRoomApps, relay.CmdReadRoomAppStatus}
+
+// DefaultRate applies to a project whose block has no rate line.
+var DefaultRate = Rate{Events: 60, Per: time.Minute, Burst: 10}
+
+// The argument bounds a policy can tighten, and the protocol's own maximum.
+const (
+	BoundListLimit    = relay.CmdListRoomApps + ".limit"
+	BoundSnippetFiles = relay.CmdProposeRoomSnippetApp + ".files"
+	BoundSnippetBytes = relay.CmdProposeRoomSnippetApp + ".bytes"
+)
+
+var boundCeiling = map[string]int{
+	BoundListLimit:    50,
+	BoundSnippetFiles: relay.MaxSnippetFiles,
+	BoundSnippetBytes: relay.MaxSnippetTotalBytes,
+}
+
+// Rate is a token bucket: Events per Per on average, Burst at once.
+type Rate struct {
+	Events int
+	Per    time.Duration // time.Second, time.Minute or time.Hour
+	Burst  int
+}
+
+var unitNames = map[time.Duration]string{time.Second: "s", time.Minute: "min", time.Hour: "h"}
+
+// String is the rate as the policy file writes it: "60/min burst 10".
+func (r Rate) String() string {
+	return fmt.Sprintf("%d/%s burst %d", r.Events, unitNames[r.Per], r.Burst)
+}
+
+// Policy is a parsed policy file. The zero value (or New) denies everything.
+// Decide, Summary and the other readers may run concurrently; Enable and
+// Disable may not run alongside them (the agent swaps in a freshly loaded
+// *Policy instead of editing the one it serves from).
+type Policy struct {
+	projects map[string]*project
+}
+
+type project struct {
+	enabled  bool
+	commands []string // in relay.CommandNames order
+	rooms    []string // sorted; nil means every room
+	rate     Rate
+	max      map[string]int
+}
+
+// New returns an empty policy: every project is denied.
+func New() *Policy { return &Policy{projects: map[string]*project{}} }
+
+// ProjectInfo is a copy of one project's policy, for display
+// (`roomrelay policy show --json`).
+type ProjectInfo struct {
+	Project  string         `json:"project"`
+	Enabled  bool           `json:"enabled"`
+	Commands []string       `json:"commands"`
+	Rooms    []string       `json:"rooms"` // empty: every room of the project
+	Rate     string         `json:"rate"`  // as in the file: "60/min burst 10"
+	Max      map[string]int `json:"max,omitempty"`
+}
+
+// Projects lists every project in the policy, enabled or not, by ID.
+func (p *Policy) Projects() []ProjectInfo {
+	out := make([]ProjectInfo, 0, len(p.projects))
+	for _, name := range slices.Sorted(maps.Keys(p.projects)) {
+		info, _ := p.Project(name)
+		out = append(out, info)
+	}
+	return out
+}
+
+// Project returns one project's policy.
+func (p *Policy) Project(name string) (ProjectInfo, bool) {
+	pr, ok := p.projects[name]
+	if !ok {
+		return ProjectInfo{}, false
+	}
+	return ProjectInfo{
+		Project:  name,
+		Enabled:  pr.enabled,
+		Commands: slices.Clone(pr.commands),
+		Rooms:    slices.Clone(pr.rooms),
+		Rate:     pr.rate.String(),
+		Max:      maps.Clone(pr.max),
+	}, true
+}
+
+// Summary is what the hello frame tells the hub: the enabled projects and
+// their commands, by project ID. Rooms and bounds stay on the device.
+func (p *Policy) Summary() []relay.ProjectPolicy {
+	out := []relay.ProjectPolicy{}
+	for _, name := range slices.Sorted(maps.Keys(p.projects)) {
+		pr := p.projects[name]
+		if pr.enabled {
+			out = append(out, relay.ProjectPolicy{Project: name, Commands: slices.Clone(pr.commands)})
+		}
+	}
+	return out
+}
+
+// RateOf returns the rate of an enabled project.
+func (p *Policy) RateOf(project string) (Rate, bool) {
+	pr, ok := p.projects[project]
+	if !ok || !pr.enabled {
+		return Rate{}, false
+	}
+	return pr.rate, true
+}
+
+// Max returns a project's tightened bound (one of the Bound* names), if any.
+// A handler uses it to clamp its defaults, e.g. list_room_apps' page size.
+func (p *Policy) Max(project, bound string) (int, bool) {
+	pr, ok := p.projects[project]
+	if !ok {
+		return 0, false
+	}
+	n, ok := pr.max[bound]
+	return n, ok
+}
+
+// Enable allows project with these commands in these rooms. A nil or empty
+// commands means DefaultCommands; nil or empty rooms means every room. It
+// replaces the project's commands and rooms and keeps its rate and bounds.
+func (p *Policy) Enable(projectID string, commands, rooms []string) error {
+	if !validID(projectID) {
+		return fmt.Errorf("enable: invalid project id %s: %s", quote(projectID), idRule)
+	}
+	if len(commands) == 0 {
+		commands = DefaultCommands
+	}
+	var cmds []string
+	for _, c := range commands {
+		if !relay.KnownCommand(c) {
+			return fmt.Errorf("enable: unknown command %s (known: %s)", quote(c), strings.Join(relay.CommandNames(), ", "))
+		}
+		if !slices.Contains(cmds, c) {
+			cmds = append(cmds, c)
+		}
+	}
+	var rs []string
+	for _, r := range rooms {
+		if !validID(r) {
+			return fmt.Errorf("enable: invalid room id %s: %s", quote(r), idRule)
+		}
+		if !slices.Contains(rs, r) {
+			rs = append(rs, r)
+		}
+	}
+	if p.projects == nil {
+		p.projects = map[string]*project{}
+	}
+	pr, ok := p.projects[projectID]
+	if !ok {
+		pr = &project{rate: DefaultRate}
+		p.projects[projectID] = pr
+	}
+	pr.enabled = true
+	pr.commands = sortCommands(cmds)
+	sort.Strings(rs)
+	pr.rooms = rs
+	return nil
+}
+
+// Disable stops serving project. Its block stays in the file, marked
+// "enabled no", so enabling it again keeps its rate and bounds.
+func (p *Policy) Disable(projectID string) error {
+	pr, ok := p.projects[projectID]
+	if !ok {
+		return fmt.Errorf("disable: project %s is not in the policy", quote(projectID))
+	}
+	pr.enabled = false
+	return nil
+}
+
+func sortCommands(cmds []string) []string {
+	order := relay.CommandNames()
+	slices.SortFunc(cmds, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
+	return cmds
+}
+
+const idRule = "1–128 characters from A–Z a–z 0–9 . _ : @ -, starting with a letter or digit"
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+func validID(s string) bool { return idRE.MatchString(s) }
+
+// quote shows a value from the file or a caller safely in a message.
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	q := strconv.QuoteToGraphic(s)
+	return "'" + strings.ReplaceAll(q[1:len(q)-1], `\"`, `"`) + "'"
+}
+
+// Marshal writes the policy in the file format, canonically.
+func (p *Policy) Marshal() []byte {
+	var b bytes.Buffer
+	b.WriteString("# roomrelay device policy. Anything not listed here is denied.\n")
+	b.WriteString("# Edit with `roomrelay enable|disable`, or by hand (see `roomrelay policy show`).\n")
+	b.WriteString("version 1\n")
+	for _, name := range slices.Sorted(maps.Keys(p.projects)) {
+		pr := p.projects[name]
+		fmt.Fprintf(&b, "\nproject %s\n", name)
+		fmt.Fprintf(&b, "  enabled  %s\n", map[bool]string{true: "yes", false: "no"}[pr.enabled])
+		if len(pr.commands) > 0 {
+			fmt.Fprintf(&b, "  commands %s\n", strings.Join(pr.commands, " "))
+		}
+		if len(pr.rooms) == 0 {
+			b.WriteString("  rooms    *\n")
+		} else {
+			fmt.Fprintf(&b, "  rooms    %s\n", strings.Join(pr.rooms, " "))
+		}
+		fmt.Fprintf(&b, "  rate     %s\n", pr.rate)
+		for _, k := range slices.Sorted(maps.Keys(pr.max)) {
+			fmt.Fprintf(&b, "  max      %s %d\n", k, pr.max[k])
+		}
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,653 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+var (
+	// ErrNeedsEnrollment means the hub refused the device token (HTTP 401) or
+	// revoked the device. Retrying cannot help; the device must be enrolled again.
+	ErrNeedsEnrollment = errors.New("the hub does not accept this device's token (unknown or revoked): enroll the device again with `roomrelay enroll`")
+	// ErrProtocolVersion means the hub closed the connection because it does
+	// not speak this agent's protocol version.
+	ErrProtocolVersion = errors.New("the hub speaks another protocol version: upgrade roomrelay on the older side")
+)
+
+// Handler runs one command. Its ctx carries the command's deadline and is
+// cancelled by a cancel frame or on shutdown. The returned value is marshalled
+// to JSON as the result; an error is sent as a *relay.Error (any other error
+// becomes internal).
+type Handler func(ctx context.Context, cmd *relay.Command) (any, error)
+
+const (
+	writeWait = 10 * time.Second // bound on one frame write
+	closeWait = time.Second      // how long to wait for the hub's close echo
+	outBuffer = 64
+	// skewTolerance: below it the hub's and the device's clocks are treated
+	// as equal; above it deadlines are judged on the hub's clock.
+	skewTolerance = 2 * time.Second
+)
+
+// Agent is the device daemon core. Create it with New, register handlers,
+// then call Run once.
+type Agent struct {
+	cfg     Config
+	connURL string
+	log     *slog.Logger
+	clock   Clock
+	outbox  *outbox
+
+	hmu      sync.RWMutex
+	handlers map[string]Handler
+
+	running atomic.Bool
+	held    atomic.Bool  // AnnounceSleep: do not reconnect until Resume or a wake
+	offset  atomic.Int64 // hub clock minus device clock, in ns
+
+	kick     chan struct{}      // events were queued
+	wake     chan struct{}      // the wall clock jumped
+	resume   chan struct{}      // Resume was called
+	sleepReq chan chan struct{} // AnnounceSleep; closed when done
+
+	smu    sync.Mutex
+	status Status
+	fmu    sync.Mutex // serialises status file writes
+
+	// Dispatcher state, valid during Run.
+	dmu       sync.Mutex
+	calls     map[string]*call
+	inflight  int
+	stopping  bool
+	store     *dedupeStore
+	cmdCtx    context.Context
+	cmdCancel context.CancelFunc
+	cmdWG     sync.WaitGroup
+}
+
+// New validates cfg, applies defaults, creates the state directory (0700)
+// and loads the persisted event outbox. It opens no connection.
+func New(cfg Config) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	cfg.setDefaults()
+	u, _ := ConnectURL(cfg.HubURL) // validated above
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent state directory: %w", err)
+	}
+	ob, err := loadOutbox(cfg.StateDir, cfg.MaxQueuedEvents)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		cfg:      cfg,
+		connURL:  u,
+		log:      cfg.Logger.With("component", "agent"),
+		clock:    cfg.Clock,
+		outbox:   ob,
+		handlers: make(map[string]Handler),
+		kick:     make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
+		resume:   make(chan struct{}, 1),
+		sleepReq: make(chan chan struct{}),
+		calls:    make(map[string]*call),
+	}
+	a.status = Status{
+		State:        StateStopped,
+		Hub:          cfg.HubURL,
+		DeviceID:     cfg.DeviceID,
+		PID:          os.Getpid(),
+		QueuedEvents: ob.len(),
+	}
+	return a, nil
+}
+
+// Register adds a handler for the command name. Commands without a handler
+// are refused with command_not_allowed. Register before Run.
+func (a *Agent) Register(name string, h Handler) {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	a.handlers[name] = h
+}
+
+func (a *Agent) handler(name string) Handler {
+	a.hmu.RLock()
+	defer a.hmu.RUnlock()
+	return a.handlers[name]
+}
+
+// Status returns a snapshot of the agent's state.
+func (a *Agent) Status() Status {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	return a.status
+}
+
+// setStatus applies f and writes the status file. Writes are serialised and
+// each writes the latest snapshot, so the file never goes back in time.
+func (a *Agent) setStatus(f func(*Status)) {
+	a.smu.Lock()
+	f(&a.status)
+	a.status.UpdatedAt = a.clock.Now()
+	a.smu.Unlock()
+
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	snap := a.Status()
+	b, err := jsonMarshalIndent(snap)
+	if err == nil {
+		err = writeFileAtomic(statusPath(a.cfg.StateDir), b, false)
+	}
+	if err != nil {
+		a.log.Warn("cannot write status file", "err", err)
+	}
+}
+
+func (a *Agent) recordError(err error) {
+	a.setStatus(func(s *Status) {
+		s.LastError = err.Error()
+		s.LastErrorAt = a.clock.Now()
+	})
+}
+
+// SendEvent queues ev for the hub. The queue is persisted in the state
+// directory and sent in order as soon as the agent is online, so an event
+// (e.g. an approval) survives the hub being unreachable and an agent
+// restart. It returns once the event is durably queued; ErrOutboxFull if the
+// agent was offline so long that the queue filled up.
+func (a *Agent) SendEvent(ctx context.Context, ev relay.Event) error {
+	if ev.Event == "" {
+		return errors.New("agent: event has no name")
+	}
+	if ev.Time.IsZero() {
+		ev.Time = a.clock.Now().UTC()
+	}
+	b, err := relay.Encode(&ev)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if len(b) > a.cfg.MaxFrame {
+		return fmt.Errorf("agent: event %q of %d bytes exceeds the %d-byte frame limit", ev.Event, len(b), a.cfg.MaxFrame)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := a.outbox.push(ev); err != nil {
+		return err
+	}
+	a.setStatus(func(s *Status) { s.QueuedEvents = a.outbox.len() })
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// AnnounceSleep tells the hub the device is going to sleep (a sleeping
+// event, then a clean close) and holds off reconnecting until Resume or a
+// wall-clock jump. Offline, it only holds off. It returns when the
+// connection is closed or ctx ends (a sleep inhibitor's delay, typically).
+func (a *Agent) AnnounceSleep(ctx context.Context) error {
+	a.held.Store(true)
+	if !a.running.Load() {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case a.sleepReq <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Resume ends the hold set by AnnounceSleep: the agent reconnects at once.
+func (a *Agent) Resume() {
+	a.held.Store(false)
+	select {
+	case a.resume <- struct{}{}:
+	default:
+	}
+}
+
+// hubNow is the current time on the hub's clock, as far as the welcome told.
+func (a *Agent) hubNow() time.Time {
+	return a.clock.Now().Add(time.Duration(a.offset.Load()))
+}
+
+// Run connects and serves until ctx is cancelled (returns nil after a clean
+// close), the hub refuses the device (ErrNeedsEnrollment) or speaks another
+// protocol version (ErrProtocolVersion). Every goroutine it starts has ended
+// when it returns. Run may be called only once at a time.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Run is already running")
+	}
+	defer a.running.Store(false)
+
+	store, err := openDedupe(ctx, a.cfg.StateDir, a.clock, a.cfg.DedupeTTL, a.cfg.DedupeMax, a.cfg.DedupeMaxBytes)
+	if err != nil {
+		a.recordError(err)
+		a.setStatus(func(s *Status) { s.State = StateError })
+		return err
+	}
+	defer store.Close()
+
+	a.dmu.Lock()
+	a.store = store
+	a.stopping = false
+	a.cmdCtx, a.cmdCancel = context.WithCancel(context.WithoutCancel(ctx))
+	a.dmu.Unlock()
+	defer a.cmdCancel()
+
+	a.log.Info("agent starting", "hub", a.cfg.HubURL, "device", a.cfg.DeviceID, "version", a.cfg.Version)
+	var wg sync.WaitGroup
+	wctx, stopWatch := context.WithCancel(ctx)
+	wg.Go(func() { a.watchWallClock(wctx) })
+
+	err = a.supervise(ctx)
+
+	stopWatch()
+	a.finishCommands()
+	wg.Wait()
+
+	a.setStatus(func(s *Status) {
+		switch {
+		case errors.Is(err, ErrNeedsEnrollment):
+			s.State = StateNeedsEnrollment
+		case err != nil:
+			s.State = StateError
+		default:
+			s.State = StateStopped
+		}
+		s.SessionID = ""
+		s.ConnectedSince = time.Time{}
+		s.NextRetryAt = time.Time{}
+		s.InFlight = 0
+	})
+	if err != nil {
+		a.recordError(err)
+		a.log.Error("agent stopped", "err", err)
+	} else {
+		a.log.Info("agent stopped")
+	}
+	return err
+}
+
+// finishCommands gives in-flight commands ShutdownGrace to finish (their
+// results are stored for a redelivery even if no session can carry them),
+// then cancels them and waits as long again.
+func (a *Agent) finishCommands() {
+	a.dmu.Lock()
+	a.stopping = true
+	a.dmu.Unlock()
+	if !a.waitIdle(a.cfg.ShutdownGrace) {
+		a.log.Warn("cancelling in-flight commands at shutdown", "in_flight", a.inFlight())
+	}
+	a.cmdCancel()
+	if !a.waitIdle(a.cfg.ShutdownGrace) {
+		// A handler that ignores its ctx; waiting longer would hang the service stop.
+		a.log.Error("handlers did not return after cancellation; stopping without them", "in_flight", a.inFlight())
+		return
+	}
+	a.cmdWG.Wait()
+}
+
+func (a *Agent) inFlight() int {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	return a.inflight
+}
+
+// waitIdle polls (only at shutdown) until no command is in flight or d passed.
+func (a *Agent) waitIdle(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for a.inFlight() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// endKind says why a session (or a connection attempt) ended.
+type endKind int
+
+const (
+	endError    endKind = iota // anything unexpected: back off
+	endShutdown                // ctx cancelled
+	endRevoked                 // close 4003
+	endVersion                 // close 4001
+	endReplaced                // close 4009: another instance of this device
+	endDrain                   // the hub asked us to reconnect after a while
+	endWake                    // the wall clock jumped: reconnect now
+	endSleep                   // AnnounceSleep
+)
+
+type sessionEnd struct {
+	kind      endKind
+	err       error
+	after     time.Duration // endDrain
+	sleepDone chan struct{} // endSleep
+	online    bool          // a welcome was received
+	since     time.Time     // when it was received
+}
+
+// supervise is the connection loop: dial, serve, decide how long to wait.
+func (a *Agent) supervise(ctx context.Context) error {
+	attempt := 0 // consecutive failures since the last stable connection
+	sessions := 0
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if a.held.Load() {
+			if stop := a.holdForSleep(ctx); stop {
+				return nil
+			}
+		}
+		// A pending wake is satisfied by the dial we are about to make.
+		select {
+		case <-a.wake:
+		default:
+		}
+		a.setStatus(func(s *Status) {
+			s.State = StateConnecting
+			s.NextRetryAt = time.Time{}
+		})
+		end := a.connect(ctx, &sessions)
+		if end.online && a.clock.Now().Sub(end.since) >= a.cfg.Backoff.ResetAfter {
+			attempt = 0
+		}
+		a.setStatus(func(s *Status) {
+			s.SessionID = ""
+			s.ConnectedSince = time.Time{}
+		})
+		if end.err != nil && end.kind != endShutdown {
+			a.recordError(end.err)
+		}
+		wait := time.Duration(-1) // -1: back off
+		switch end.kind {
+		case endShutdown:
+			return nil
+		case endRevoked:
+			a.setStatus(func(s *Status) { s.State = StateNeedsEnrollment })
+			return end.err
+		case endVersion:
+			a.setStatus(func(s *Status) { s.State = StateError })
+			return end.err
+		case endReplaced:
+			a.log.Warn("the hub replaced this session with a newer one of the same device: is another roomrelay agent running with this device's identity?",
+				"device", a.cfg.DeviceID)
+		case endDrain:
+			a.log.Info("hub asked to reconnect", "after", end.after)
+			attempt = 0 // no penalty: the hub is fine and directs us
+			wait = end.after
+		case endWake:
+			a.log.Info("wall clock jumped (wake from sleep?): reconnecting now")
+			continue
+		case endSleep:
+			close(end.sleepDone)
+			continue
+		default:
+			a.log.Warn("connection to the hub failed", "err", end.err, "attempt", attempt+1)
+		}
+		if wait < 0 {
+			max := a.cfg.Backoff.Max(attempt)
+			wait = time.Duration(a.cfg.Rand(int64(max) + 1))
+			attempt++
+		}
+		if stop := a.wait(ctx, wait); stop {
+			return nil
+		}
+	}
+}
+
+// wait sleeps d on the agent's clock in state backoff. A wall-clock jump
+// cuts it short; AnnounceSleep turns it into a hold. It reports true if ctx
+// ended.
+func (a *Agent) wait(ctx context.Context, d time.Duration) bool {
+	a.setStatus(func(s *Status) {
+		s.State = StateBackoff
+		s.NextRetryAt = a.clock.Now().Add(d)
+	})
+	t := a.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C():
+	case <-a.wake:
+		a.log.Info("wall clock jumped (wake from sleep?): skipping the backoff wait")
+	case done := <-a.sleepReq:
+		a.held.Store(true)
+		close(done)
+	}
+	return false
+}
+
+// holdForSleep waits, after AnnounceSleep, for Resume, a wake or ctx.
+func (a *Agent) holdForSleep(ctx context.Context) bool {
+	a.setStatus(func(s *Status) {
+		s.State = StateSleeping
+		s.NextRetryAt = time.Time{}
+	})
+	for a.held.Load() {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-a.resume:
+		case <-a.wake:
+			a.held.Store(false)
+		case done := <-a.sleepReq:
+			close(done)
+		}
+	}
+	return false
+}
+
+// watchWallClock detects a wake from sleep: the monotonic clock stops while
+// the machine is suspended and the wall clock does not, so between two ticks
+// the wall clock runs ahead. The connection may then be dead without any
+// error yet (the hub has long dropped it), and a backoff wait is pointless.
+func (a *Agent) watchWallClock(ctx context.Context) {
+	t := a.clock.NewTicker(a.cfg.WakeCheck)
+	defer t.Stop()
+	prevWall, prevMono := a.clock.Now().Round(0), a.clock.Monotonic()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		wall, mono := a.clock.Now().Round(0), a.clock.Monotonic()
+		jump := wall.Sub(prevWall) - (mono - prevMono)
+		prevWall, prevMono = wall, mono
+		if jump > a.cfg.WakeThreshold {
+			a.log.Info("wall clock jumped ahead of the monotonic clock", "jump", jump.Round(time.Second))
+			a.held.Store(false)
+			select {
+			case a.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// dial opens the websocket. A 401 is final (ErrNeedsEnrollment).
+func (a *Agent) dial(ctx context.Context) (*websocket.Conn, error) {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+a.cfg.Token)
+	h.Set("User-Agent", "roomrelay-agent/"+a.cfg.Version)
+	dctx, cancel := context.WithTimeout(ctx, a.cfg.HandshakeTimeout)
+	defer cancel()
+	conn, resp, err := a.cfg.Dial(dctx, a.connURL, h)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return nil, fmt.Errorf("%w (HTTP 401 from %s)", ErrNeedsEnrollment, a.cfg.HubURL)
+		}
+		if resp != nil {
+			return nil, fmt.Errorf("connect to hub: HTTP %s: %w", resp.Status, err)
+		}
+		return nil, fmt.Errorf("connect to hub: %w", err)
+	}
+	if p := conn.Subprotocol(); p != relay.Subprotocol {
+		conn.Close()
+		return nil, fmt.Errorf("connect to hub: it answered with subprotocol %q, want %q (is this a roomrelay hub of a matching version?)", p, relay.Subprotocol)
+	}
+	return conn, nil
+}
+
+// connect dials, does the hello/welcome handshake and serves the session.
+func (a *Agent) connect(ctx context.Context, sessions *int) sessionEnd {
+	conn, err := a.dial(ctx)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return sessionEnd{kind: endShutdown}
+		case errors.Is(err, ErrNeedsEnrollment):
+			return sessionEnd{kind: endRevoked, err: err}
+		}
+		return sessionEnd{kind: endError, err: err}
+	}
+	// Reads below block on the socket; a cancelled ctx must not wait for
+	// the handshake timeout.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	w, err := a.handshake(conn)
+	if !stop() || ctx.Err() != nil {
+		conn.Close()
+		return sessionEnd{kind: endShutdown}
+	}
+	if err != nil {
+		conn.Close()
+		end := classifyReadErr(err)
+		end.err = fmt.Errorf("handshake: %w", end.err)
+		return end
+	}
+
+	hb := clampHeartbeat(w.Heartbeat())
+	a.offset.Store(0)
+	if !w.ServerTime.IsZero() {
+		if off := w.ServerTime.Sub(a.clock.Now()); off > skewTolerance || off < -skewTolerance {
+			a.offset.Store(int64(off))
+			a.log.Warn("device clock differs from the hub's; judging deadlines on the hub's clock", "offset", off.Round(time.Millisecond))
+		}
+	}
+	since := a.clock.Now()
+	*sessions++
+	a.setStatus(func(s *Status) {
+		s.State = StateOnline
+		s.SessionID = w.SessionID
+		s.ConnectedSince = since
+		s.NextRetryAt = time.Time{}
+		if *sessions > 1 {
+			s.Reconnects++
+		}
+	})
+	a.log.Info("online", "session", w.SessionID, "heartbeat", hb)
+
+	end := a.serve(ctx, conn, hb)
+	end.online, end.since = true, since
+	return end
+}
+
+// handshake sends hello and reads welcome.
+func (a *Agent) handshake(conn *websocket.Conn) (*relay.Welcome, error) {
+	conn.SetReadLimit(int64(a.cfg.MaxFrame))
+	var policy []relay.ProjectPolicy
+	if a.cfg.Policy != nil {
+		policy = a.cfg.Policy()
+	}
+	b, err := relay.Encode(&relay.Hello{
+		Protocol:     relay.ProtocolVersion,
+		AgentVersion: a.cfg.Version,
+		DeviceID:     a.cfg.DeviceID,
+		OS:           a.cfg.OS,
+		Policy:       policy,
+	})
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(a.cfg.HandshakeTimeout)
+	conn.SetWriteDeadline(deadline)
+	if err := conn.WriteMessage(websocket.TextMessage, b); err != nil {
+		return nil, fmt.Errorf("send hello: %w", err)
+	}
+	conn.SetReadDeadline(deadline)
+	_, data, err := conn.ReadMessage()
+	if err != nil {
+		return nil, fmt.Errorf("wait for welcome: %w", err)
+	}
+	f, err := relay.Decode(data, a.cfg.MaxFrame)
+	if err != nil {
+		closeWith(conn, err)
+		return nil, fmt.Errorf("bad welcome from hub: %w", err)
+	}
+	w, ok := f.(*relay.Welcome)
+	if !ok {
+		err := &relay.ProtocolError{Close: relay.CloseProtocolError, Reason: fmt.Sprintf("expected welcome, got %s", f.FrameType())}
+		closeWith(conn, err)
+		return nil, err
+	}
+	return w, nil
+}
+
+func clampHeartbeat(d time.Duration) time.Duration {
+	return min(max(d, 10*time.Millisecond), 10*time.Minute)
+}
+
+// closeWith sends the close frame a protocol error calls for.
+func closeWith(conn *websocket.Conn, err error) {
+	code, reason := relay.CloseProtocolError, err.Error()
+	var pe *relay.ProtocolError
+	if errors.As(err, &pe) {
+		code, reason = pe.Close, pe.Reason
+	}
+	if len(reason) > 120 {
+		reason = reason[:120]
+	}
+	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(closeWait))
+}
+
+// classifyReadErr maps how the hub ended a connection to what to do next.
+func classifyReadErr(err error) sessionEnd {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case relay.CloseRevoked:
+			return sessionEnd{kind: endRevoked, err: fmt.Errorf("%w (hub closed the connection: %s)", ErrNeedsEnrollment, ce.Text)}
+		case relay.CloseVersion:
+			return sessionEnd{kind: endVersion, err: fmt.Errorf("%w (hub: %s)", ErrProtocolVersion, ce.Text)}
+		case relay.CloseReplaced:
+			return sessionEnd{kind: endReplaced, err: fmt.Errorf("hub replaced this session with a newer one of the same device: %w", err)}
+		}
+		return sessionEnd{kind: endError, err: fmt.Errorf("hub closed the connection: %w", err)}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return sessionEnd{kind: endError, err: fmt.Errorf("no frame from the hub within the read deadline (connection lost silently): %w", err)}
+	}
+	return sessionEnd{kind: endError, err: err}
+}

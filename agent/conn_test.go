@@ -1,0 +1,593 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
+	hub := newTestHub(t)
+	var audits atomic.Int32
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.OS = "testos"
+		c.Policy = func() []relay.ProjectPolicy {
+			return []relay.ProjectPolicy{{Project: "p1", Commands: []string{"echo"}}}
+		}
+		c.Audit = func(*relay.Command, *relay.Result, time.Duration) { audits.Add(1) }
+	})
+	a.Register("echo", func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var args map[string]any
+		if err := json.Unmarshal(cmd.Args, &args); err != nil {
+			return nil, err
+		}
+		return map[string]any{"echo": args["say"], "project": cmd.ProjectID}, nil
+	})
+	stop, _, _ := start(t, a)
+
+	c := hub.next(t)
+	if got := <-hub.auth; got != "Bearer tok-secret" {
+		t.Errorf("Authorization = %q, want the bearer token", got)
+	}
+	h := <-hub.hellos
+	if h.Protocol != relay.ProtocolVersion || h.DeviceID != "dev-1" || h.AgentVersion != "1.2.3" || h.OS != "testos" {
+		t.Errorf("hello = %+v", h)
+	}
+	if len(h.Policy) != 1 || h.Policy[0].Project != "p1" || h.Policy[0].Commands[0] != "echo" {
+		t.Errorf("hello policy = %+v", h.Policy)
+	}
+	eventually(t, "status online", func() bool { return a.Status().State == StateOnline })
+	st := a.Status()
+	if st.SessionID != "s1" || st.DeviceID != "dev-1" || st.ConnectedSince.IsZero() || st.PID == 0 {
+		t.Errorf("status = %+v", st)
+	}
+	fst, err := ReadStatusFile(a.cfg.StateDir)
+	if err != nil || fst.State != StateOnline || fst.SessionID != "s1" {
+		t.Errorf("status file = %+v, %v", fst, err)
+	}
+	if m := fileMode(t, filepath.Join(a.cfg.StateDir, StatusFile)); m != 0o600 {
+		t.Errorf("status file mode %v, want 0600", m)
+	}
+
+	c.send(command("c1", "echo", `{"say":"hi"}`))
+	r := c.result(t)
+	if r.ID != "c1" || !r.OK || r.Error != nil {
+		t.Fatalf("result = %+v", r)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(r.Result, &got); err != nil || got["echo"] != "hi" || got["project"] != "p1" {
+		t.Errorf("result body = %s (%v)", r.Result, err)
+	}
+	if audits.Load() != 1 {
+		t.Errorf("audit calls = %d, want 1", audits.Load())
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("Run = %v, want nil after cancel", err)
+	}
+	if code := c.closeCode(t); code != websocket.CloseNormalClosure {
+		t.Errorf("close code = %d, want 1000", code)
+	}
+	if st := a.Status(); st.State != StateStopped {
+		t.Errorf("state after stop = %q", st.State)
+	}
+	if fst, _ := ReadStatusFile(a.cfg.StateDir); fst.State != StateStopped {
+		t.Errorf("status file after stop = %q", fst.State)
+	}
+}
+
+func TestUnauthorizedIsNotRetried(t *testing.T) {
+	hub := newTestHub(t)
+	hub.status = func(int) int { return http.StatusUnauthorized }
+	a := newTestAgent(t, hub, "", nil)
+	_, done, rerr := start(t, a)
+	if err := runResult(t, done, rerr); !errors.Is(err, ErrNeedsEnrollment) {
+		t.Fatalf("Run = %v, want ErrNeedsEnrollment", err)
+	}
+	if n := hub.dials.Load(); n != 1 {
+		t.Errorf("dials = %d, want 1", n)
+	}
+	if st := a.Status(); st.State != StateNeedsEnrollment || !strings.Contains(st.LastError, "enroll") {
+		t.Errorf("status = %+v", st)
+	}
+	if fst, err := ReadStatusFile(a.cfg.StateDir); err != nil || fst.State != StateNeedsEnrollment {
+		t.Errorf("status file = %+v, %v", fst, err)
+	}
+}
+
+func TestBackoffFullJitter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pick func(n int64) int64 // the injected random source
+	}{
+		{"max", func(n int64) int64 { return n - 1 }},
+		{"zero", func(n int64) int64 { return 0 }},
+		{"third", func(n int64) int64 { return n / 3 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hub := newTestHub(t)
+			hub.status = func(int) int { return http.StatusServiceUnavailable }
+			clk := newFakeClock()
+			asked := make(chan int64, 100)
+			a := newTestAgent(t, hub, "", func(c *Config) {
+				c.Clock = clk
+				c.Backoff = Backoff{Base: time.Second, Cap: 60 * time.Second, ResetAfter: 30 * time.Second}
+				c.Rand = func(n int64) int64 { asked <- n; return tc.pick(n) }
+			})
+			start(t, a)
+			for i := range 9 {
+				want := min(time.Second<<i, 60*time.Second) // min(cap, base·2^n)
+				n := <-asked
+				if time.Duration(n-1) != want {
+					t.Fatalf("failure %d: jitter range [0, %v], want [0, %v]", i+1, time.Duration(n-1), want)
+				}
+				d := clk.nextTimer(t)
+				if d != time.Duration(tc.pick(n)) || d < 0 || d > want {
+					t.Fatalf("failure %d: waited %v, want the random pick %v within [0, %v]", i+1, d, time.Duration(tc.pick(n)), want)
+				}
+				eventually(t, "backoff state", func() bool { return a.Status().State == StateBackoff })
+				clk.Advance(d)
+			}
+		})
+	}
+}
+
+func TestBackoffResetsOnlyAfterAStableConnection(t *testing.T) {
+	hub := newTestHub(t)
+	// Dials 1–3 fail, 4 connects briefly, 5 connects for longer than ResetAfter.
+	hub.status = func(n int) int {
+		if n <= 3 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Clock = clk
+		c.Backoff = Backoff{Base: time.Second, Cap: 60 * time.Second, ResetAfter: 30 * time.Second}
+		c.Rand = func(n int64) int64 { return n - 1 } // always the upper bound
+	})
+	start(t, a)
+	for _, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		if d := clk.nextTimer(t); d != want {
+			t.Fatalf("backoff %v, want %v", d, want)
+		}
+		clk.Advance(want)
+	}
+	c4 := hub.next(t)
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	clk.Advance(5 * time.Second) // short-lived: no reset
+	c4.closeWith(websocket.CloseInternalServerErr, "hub trouble")
+	if d := clk.nextTimer(t); d != 8*time.Second {
+		t.Fatalf("after a short connection: backoff %v, want 8s (not reset)", d)
+	}
+	clk.Advance(8 * time.Second)
+	c5 := hub.next(t)
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	clk.Advance(31 * time.Second) // stable: reset
+	c5.closeWith(websocket.CloseInternalServerErr, "hub trouble")
+	if d := clk.nextTimer(t); d != time.Second {
+		t.Fatalf("after a stable connection: backoff %v, want 1s (reset)", d)
+	}
+	if st := a.Status(); st.Reconnects != 1 {
+		t.Errorf("reconnects = %d, want 1", st.Reconnects)
+	}
+}
+
+func TestWallClockJumpSkipsBackoff(t *testing.T) {
+	hub := newTestHub(t)
+	hub.status = func(n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Clock = clk
+		c.Backoff = Backoff{Base: time.Minute, Cap: time.Hour, ResetAfter: time.Hour}
+		c.Rand = func(n int64) int64 { return n - 1 }
+	})
+	start(t, a)
+	if d := clk.nextTimer(t); d != time.Minute {
+		t.Fatalf("backoff %v, want 1m", d)
+	}
+	eventually(t, "backoff state", func() bool { return a.Status().State == StateBackoff })
+	// The machine slept for an hour: the wall clock moved, the monotonic did not.
+	clk.JumpWall(time.Hour)
+	clk.Tick()
+	hub.next(t) // reconnected without the backoff timer firing
+	if n := hub.dials.Load(); n != 2 {
+		t.Errorf("dials = %d, want 2", n)
+	}
+}
+
+func TestWallClockJumpReplacesAPossiblyDeadConnection(t *testing.T) {
+	hub := newTestHub(t)
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })
+	start(t, a)
+	c1 := hub.next(t)
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	clk.Tick() // no jump: nothing happens
+	clk.JumpWall(2 * time.Hour)
+	clk.Tick()
+	c2 := hub.next(t)
+	if code := c1.closeCode(t); code != websocket.CloseGoingAway {
+		t.Errorf("old connection closed with %d, want 1001", code)
+	}
+	if c2.n != 2 {
+		t.Errorf("connection number %d, want 2", c2.n)
+	}
+}
+
+func TestSmallWallClockStepIsNotAWake(t *testing.T) {
+	clk := newFakeClock()
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.watchWallClock(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "ticker", func() bool { clk.mu.Lock(); defer clk.mu.Unlock(); return len(clk.tickers) == 1 })
+	clk.JumpWall(3 * time.Second) // an NTP step, below the threshold
+	clk.Advance(5 * time.Second)  // a normal tick
+	clk.JumpWall(11 * time.Second)
+	clk.Advance(5 * time.Second)
+	select {
+	case <-a.wake:
+	case <-time.After(waitFor):
+		t.Fatal("an 11 s jump was not detected")
+	}
+	select {
+	case <-a.wake:
+		t.Fatal("a second wake signalled")
+	default:
+	}
+}
+
+func TestDrainIsObeyedWithoutBackoff(t *testing.T) {
+	hub := newTestHub(t)
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Clock = clk
+		c.Rand = func(n int64) int64 { t.Error("drain must not use the jittered backoff"); return 0 }
+	})
+	start(t, a)
+	c1 := hub.next(t)
+	c1.send(&relay.Drain{AfterMS: 1500, Reason: "hub deploy"})
+	if code := c1.closeCode(t); code != websocket.CloseNormalClosure {
+		t.Errorf("close code on drain = %d, want 1000", code)
+	}
+	if d := clk.nextTimer(t); d != 1500*time.Millisecond {
+		t.Fatalf("waited %v after drain, want after_ms 1.5s", d)
+	}
+	clk.Advance(1500 * time.Millisecond)
+	hub.next(t)
+}
+
+func TestCloseReplacedReconnects(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", nil)
+	start(t, a)
+	c1 := hub.next(t)
+	c1.closeWith(relay.CloseReplaced, "replaced by a newer session")
+	hub.next(t)
+	eventually(t, "online again", func() bool { return a.Status().State == StateOnline })
+	if st := a.Status(); !strings.Contains(st.LastError, "replaced") || st.Reconnects != 1 {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestCloseRevokedNeedsEnrollment(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", nil)
+	_, done, rerr := start(t, a)
+	c1 := hub.next(t)
+	c1.closeWith(relay.CloseRevoked, "device revoked")
+	if err := runResult(t, done, rerr); !errors.Is(err, ErrNeedsEnrollment) {
+		t.Fatalf("Run = %v, want ErrNeedsEnrollment", err)
+	}
+	if st := a.Status(); st.State != StateNeedsEnrollment {
+		t.Errorf("state = %q", st.State)
+	}
+	if n := hub.dials.Load(); n != 1 {
+		t.Errorf("dials = %d, want 1", n)
+	}
+}
+
+func TestCloseVersionStops(t *testing.T) {
+	hub := newTestHub(t)
+	hub.noWelcome.Store(true)
+	a := newTestAgent(t, hub, "", nil)
+	_, done, rerr := start(t, a)
+	c1 := hub.next(t)
+	c1.closeWith(relay.CloseVersion, "agent speaks protocol 1, hub speaks 2: upgrade the older side")
+	if err := runResult(t, done, rerr); !errors.Is(err, ErrProtocolVersion) || !strings.Contains(err.Error(), "hub speaks 2") {
+		t.Fatalf("Run = %v, want ErrProtocolVersion with the hub's reason", err)
+	}
+	if st := a.Status(); st.State != StateError {
+		t.Errorf("state = %q", st.State)
+	}
+}
+
+func TestHubRestartBackOnline(t *testing.T) {
+	hub := newTestHub(t)
+	// Dial 1 works; the "restarting" hub refuses dials 2–3; dial 4 works.
+	hub.status = func(n int) int {
+		if n == 2 || n == 3 {
+			return http.StatusBadGateway
+		}
+		return 0
+	}
+	a := newTestAgent(t, hub, "", nil)
+	start(t, a)
+	c1 := hub.next(t)
+	c1.ws.UnderlyingConn().Close() // the process died: no close frame
+	c4 := hub.next(t)
+	if c4.n != 4 {
+		t.Errorf("connected on dial %d, want 4", c4.n)
+	}
+	eventually(t, "online again", func() bool { return a.Status().State == StateOnline })
+}
+
+func TestSilentLossIsNoticedWithinTheReadDeadline(t *testing.T) {
+	hub := newTestHub(t)
+	hub.heartbeatMS.Store(100)
+	a := newTestAgent(t, hub, "", nil)
+	start(t, a)
+	c1 := hub.next(t)
+	// Pings are answered for a while: the connection stays up.
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	c1.frozen.Store(true) // the hub stops answering pings and sends nothing
+	c2 := hub.next(t)
+	if c2.n != 2 {
+		t.Errorf("reconnected on dial %d", c2.n)
+	}
+	eventually(t, "online again", func() bool { return a.Status().Reconnects == 1 })
+	if st := a.Status(); !strings.Contains(st.LastError, "read deadline") {
+		t.Errorf("last error = %q, want it to name the read deadline", st.LastError)
+	}
+}
+
+func TestHeartbeatKeepsAQuietConnectionUp(t *testing.T) {
+	hub := newTestHub(t)
+	hub.heartbeatMS.Store(20)
+	a := newTestAgent(t, hub, "", nil)
+	start(t, a)
+	c1 := hub.next(t)
+	// Let many read deadlines (50 ms) pass with only pings and pongs.
+	for range 20 {
+		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-c1.done:
+			t.Fatalf("connection ended: %v", c1.err)
+		default:
+		}
+	}
+	if n := hub.dials.Load(); n != 1 {
+		t.Errorf("dials = %d, want 1", n)
+	}
+}
+
+func TestEventsQueuedOfflineAreSentInOrderAfterReconnect(t *testing.T) {
+	hub := newTestHub(t)
+	var open atomic.Bool
+	hub.status = func(int) int {
+		if open.Load() {
+			return 0
+		}
+		return http.StatusServiceUnavailable
+	}
+	dir := t.TempDir()
+	a := newTestAgent(t, hub, dir, nil)
+	stop, _, _ := start(t, a)
+	eventually(t, "a failed dial", func() bool { return hub.dials.Load() >= 1 })
+	for _, name := range []string{"e1", "e2"} {
+		if err := a.SendEvent(context.Background(), relay.Event{Event: name, Data: json.RawMessage(`{"n":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The queue survives an agent restart.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if m := fileMode(t, filepath.Join(dir, OutboxFile)); m != 0o600 {
+		t.Errorf("outbox mode %v", m)
+	}
+	b := newTestAgent(t, hub, dir, nil)
+	if st := b.Status(); st.QueuedEvents != 2 {
+		t.Errorf("queued after restart = %d, want 2", st.QueuedEvents)
+	}
+	if err := b.SendEvent(context.Background(), relay.Event{Event: "e3"}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, b)
+	open.Store(true)
+	c := hub.next(t)
+	for _, want := range []string{"e1", "e2", "e3"} {
+		ev, ok := c.frame(t).(*relay.Event)
+		if !ok || ev.Event != want || ev.Time.IsZero() {
+			t.Fatalf("got %+v, want event %s", ev, want)
+		}
+	}
+	eventually(t, "queue empty", func() bool { return b.Status().QueuedEvents == 0 })
+	// Online, an event goes straight out.
+	if err := b.SendEvent(context.Background(), relay.Event{Event: "e4"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := c.frame(t).(*relay.Event); !ok || ev.Event != "e4" {
+		t.Fatalf("got %+v, want e4", ev)
+	}
+}
+
+func TestOutboxIsBounded(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", func(c *Config) { c.MaxQueuedEvents = 2 })
+	ctx := context.Background()
+	for range 2 {
+		if err := a.SendEvent(ctx, relay.Event{Event: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.SendEvent(ctx, relay.Event{Event: "x"}); !errors.Is(err, ErrOutboxFull) {
+		t.Fatalf("third event: %v, want ErrOutboxFull", err)
+	}
+}
+
+func TestAnnounceSleepAndResume(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", nil)
+	start(t, a)
+	c1 := hub.next(t)
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := a.AnnounceSleep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := c1.frame(t).(*relay.Event); !ok || ev.Event != relay.EventSleeping {
+		t.Fatalf("got %+v, want a sleeping event", ev)
+	}
+	if code := c1.closeCode(t); code != websocket.CloseNormalClosure {
+		t.Errorf("close code = %d, want 1000", code)
+	}
+	eventually(t, "sleeping state", func() bool { return a.Status().State == StateSleeping })
+	if n := hub.dials.Load(); n != 1 {
+		t.Errorf("dials while held = %d, want 1", n)
+	}
+	a.Resume()
+	hub.next(t)
+	eventually(t, "online again", func() bool { return a.Status().State == StateOnline })
+}
+
+func TestShutdownLetsInFlightCommandsAnswer(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", nil)
+	started := make(chan struct{})
+	a.Register("slow", func(ctx context.Context, cmd *relay.Command) (any, error) {
+		close(started)
+		time.Sleep(50 * time.Millisecond) // finishes within the shutdown grace
+		return "done", nil
+	})
+	stop, _, _ := start(t, a)
+	c := hub.next(t)
+	c.send(command("c1", "slow", ""))
+	<-started
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if r := c.result(t); !r.OK || string(r.Result) != `"done"` {
+		t.Errorf("result = %+v", r)
+	}
+	if code := c.closeCode(t); code != websocket.CloseNormalClosure {
+		t.Errorf("close code = %d", code)
+	}
+}
+
+func TestShutdownCancelsACommandThatOutlivesTheGrace(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond })
+	started := make(chan struct{})
+	a.Register("forever", func(ctx context.Context, cmd *relay.Command) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	stop, _, _ := start(t, a)
+	c := hub.next(t)
+	c.send(command("c1", "forever", ""))
+	<-started
+	if err := stop(); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if n := a.inFlight(); n != 0 {
+		t.Errorf("in flight after Run = %d", n)
+	}
+}
+
+func TestRunEndsAllGoroutines(t *testing.T) {
+	hub := newTestHub(t)
+	hub.heartbeatMS.Store(50)
+	base := runtime.NumGoroutine()
+	a := newTestAgent(t, hub, "", nil)
+	a.Register("echo", func(ctx context.Context, cmd *relay.Command) (any, error) { return 1, nil })
+	stop, _, _ := start(t, a)
+	c := hub.next(t)
+	c.send(command("c1", "echo", ""))
+	c.result(t)
+	if err := a.SendEvent(context.Background(), relay.Event{Event: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	c.frame(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.closeCode(t)
+	// The hub's per-connection reader has ended too (closeCode waited for it).
+	eventually(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+func TestConnectURL(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{"https://hub.example.com", "wss://hub.example.com/v1/agent/connect", ""},
+		{"https://hub.example.com/base/", "wss://hub.example.com/base/v1/agent/connect", ""},
+		{"wss://hub.example.com:8443", "wss://hub.example.com:8443/v1/agent/connect", ""},
+		{"http://127.0.0.1:8080", "ws://127.0.0.1:8080/v1/agent/connect", ""},
+		{"ws://localhost:1", "ws://localhost:1/v1/agent/connect", ""},
+		{"http://[::1]:9", "ws://[::1]:9/v1/agent/connect", ""},
+		{"http://hub.example.com", "", "not encrypted"},
+		{"ws://10.0.0.1", "", "not encrypted"},
+		{"ftp://hub.example.com", "", "scheme"},
+		{"hub.example.com", "", "no host"},
+		{"https://user:pw@hub.example.com", "", "credentials"},
+	} {
+		got, err := ConnectURL(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ConnectURL(%q) = %q, %v; want error with %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ConnectURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := New(Config{HubURL: "http://hub.example.com", StateDir: t.TempDir()})
+	if err == nil {
+		t.Fatal("New accepted a plain-http remote hub and no identity")
+	}
+	for _, want := range []string{"not encrypted", "device id", "token"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestBackoffMax(t *testing.T) {
+	b := Backoff{Base: time.Second, Cap: 60 * time.Second}
+	for n, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
+		if got := b.Max(n); got != want*time.Second {
+			t.Errorf("Max(%d) = %v, want %v", n, got, want*time.Second)
+		}
+	}
+	if got := b.Max(1000); got != 60*time.Second {
+		t.Errorf("Max(1000) = %v (overflow?)", got)
+	}
+}

@@ -1,0 +1,212 @@
+package agent
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// DedupeFile is the name of the dedupe database inside the state directory.
+const DedupeFile = "commands.db"
+
+// The dedupe store is SQLite (WAL, synchronous=FULL) rather than an
+// append-only file because it gives, without code of our own: a durable
+// "started" mark per command in one fsync'd transaction, lookups by id that
+// do not hold every stored result in memory, and pruning by age, count and
+// size that reuses freed pages, so the file stays bounded without rewrites.
+// modernc.org/sqlite is already the project's embedded database.
+const dedupeSchema = `
+CREATE TABLE IF NOT EXISTS commands (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	project    TEXT NOT NULL,
+	state      TEXT NOT NULL CHECK (state IN ('started', 'done')),
+	result     BLOB,
+	started_at INTEGER NOT NULL, -- unix ms
+	done_at    INTEGER
+);
+CREATE INDEX IF NOT EXISTS commands_started_at ON commands (started_at);
+`
+
+const (
+	stateStarted = "started"
+	stateDone    = "done"
+)
+
+// pruneEvery is how many recorded commands pass between two prunes.
+const pruneEvery = 256
+
+type dedupeStore struct {
+	db       *sql.DB
+	clock    Clock
+	ttl      time.Duration
+	max      int
+	maxBytes int64
+	inserts  atomic.Int64
+}
+
+// dedupeEntry is what the store knows about a command id.
+type dedupeEntry struct {
+	Name, Project string
+	State         string
+	Result        *relay.Result // nil while started
+}
+
+func openDedupe(ctx context.Context, dir string, clock Clock, ttl time.Duration, max int, maxBytes int64) (*dedupeStore, error) {
+	path := filepath.Join(dir, DedupeFile)
+	// Create the file 0600 before SQLite does (it would use 0644).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("dedupe store: %w", err)
+	} else {
+		f.Close()
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	// A small page cache: the store is tiny and the agent's idle memory matters.
+	q.Add("_pragma", "cache_size(-256)")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("dedupe store: open %s: %w", DedupeFile, err)
+	}
+	// One connection: writes are serialised anyway, and it keeps memory low.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	if _, err := db.ExecContext(ctx, dedupeSchema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("dedupe store: create schema in %s: %w", DedupeFile, err)
+	}
+	s := &dedupeStore{db: db, clock: clock, ttl: ttl, max: max, maxBytes: maxBytes}
+	if err := s.prune(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *dedupeStore) Close() error { return s.db.Close() }
+
+// lookup returns the entry for id, or nil if the id is unknown.
+func (s *dedupeStore) lookup(ctx context.Context, id string) (*dedupeEntry, error) {
+	var e dedupeEntry
+	var res []byte
+	err := s.db.QueryRowContext(ctx,
+		`SELECT name, project, state, result FROM commands WHERE id = ?`, id).
+		Scan(&e.Name, &e.Project, &e.State, &res)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dedupe store: look up command %q: %w", id, err)
+	}
+	if e.State == stateDone && len(res) > 0 {
+		e.Result = new(relay.Result)
+		if err := json.Unmarshal(res, e.Result); err != nil {
+			return nil, fmt.Errorf("dedupe store: stored result of %q: %w", id, err)
+		}
+	}
+	return &e, nil
+}
+
+// markStarted durably records that cmd is about to run. It reports false if
+// the id was already recorded (another process sharing the state directory
+// got there first): the caller must then not run the command.
+func (s *dedupeStore) markStarted(ctx context.Context, cmd *relay.Command) (bool, error) {
+	r, err := s.db.ExecContext(ctx,
+		`INSERT INTO commands (id, name, project, state, started_at) VALUES (?, ?, ?, 'started', ?)
+		 ON CONFLICT (id) DO NOTHING`,
+		cmd.ID, cmd.Name, cmd.ProjectID, s.clock.Now().UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("dedupe store: mark %q started: %w", cmd.ID, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("dedupe store: mark %q started: %w", cmd.ID, err)
+	}
+	return n == 1, nil
+}
+
+// finish stores the result of a started command (or of one found
+// interrupted), then prunes now and then.
+func (s *dedupeStore) finish(ctx context.Context, cmd *relay.Command, res *relay.Result) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("dedupe store: encode result of %q: %w", cmd.ID, err)
+	}
+	now := s.clock.Now().UnixMilli()
+	if _, err := s.db.ExecContext(ctx,
+		`INSERT INTO commands (id, name, project, state, result, started_at, done_at) VALUES (?, ?, ?, 'done', ?, ?, ?)
+		 ON CONFLICT (id) DO UPDATE SET state = 'done', result = excluded.result, done_at = excluded.done_at`,
+		cmd.ID, cmd.Name, cmd.ProjectID, b, now, now); err != nil {
+		return fmt.Errorf("dedupe store: store result of %q: %w", cmd.ID, err)
+	}
+	if s.inserts.Add(1)%pruneEvery == 0 {
+		return s.prune(ctx)
+	}
+	return nil
+}
+
+// prune drops entries older than the TTL, then the oldest finished entries
+// beyond the count and size limits. Unfinished entries younger than the TTL
+// stay: they are what stops an interrupted command from running twice.
+func (s *dedupeStore) prune(ctx context.Context) error {
+	cutoff := s.clock.Now().Add(-s.ttl).UnixMilli()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM commands WHERE started_at < ?`, cutoff); err != nil {
+		return fmt.Errorf("dedupe store: prune by age: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT started_at, length(result) FROM commands WHERE state = 'done' ORDER BY started_at DESC, id DESC`)
+	if err != nil {
+		return fmt.Errorf("dedupe store: prune: %w", err)
+	}
+	var (
+		n      int
+		total  int64
+		oldest int64 = -1 // newest started_at to delete at or below
+	)
+	for rows.Next() {
+		var at int64
+		var size sql.NullInt64
+		if err := rows.Scan(&at, &size); err != nil {
+			rows.Close()
+			return fmt.Errorf("dedupe store: prune: %w", err)
+		}
+		n++
+		total += size.Int64
+		if n > s.max || total > s.maxBytes {
+			oldest = at
+			break
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("dedupe store: prune: %w", err)
+	}
+	if oldest >= 0 {
+		if _, err := s.db.ExecContext(ctx,
+			`DELETE FROM commands WHERE state = 'done' AND started_at <= ?`, oldest); err != nil {
+			return fmt.Errorf("dedupe store: prune by size: %w", err)
+		}
+	}
+	return nil
+}
+
+// count returns the number of stored entries (for tests and status).
+func (s *dedupeStore) count(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM commands`).Scan(&n)
+	return n, err
+}

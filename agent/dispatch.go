@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// call is one command id being handled. Duplicate deliveries that arrive
+// meanwhile wait on it and get the same result (singleflight).
+type call struct {
+	cmd       *relay.Command
+	cancel    context.CancelFunc // set once the handler runs
+	cancelled bool               // a cancel frame arrived
+	waiters   []delivery
+}
+
+// delivery is one arrival of a command frame, answered on its own session.
+type delivery struct {
+	s     *session
+	cmd   *relay.Command
+	start time.Time
+}
+
+// dispatch is called by the reader for each command frame. It never blocks
+// on a handler: it answers busy at once, joins a running call for the same
+// id, or starts a goroutine (owned by Run through cmdWG).
+func (a *Agent) dispatch(s *session, cmd *relay.Command) {
+	d := delivery{s: s, cmd: cmd, start: time.Now()}
+	a.dmu.Lock()
+	if c, ok := a.calls[cmd.ID]; ok {
+		c.waiters = append(c.waiters, d)
+		a.dmu.Unlock()
+		return
+	}
+	var refuse *relay.Error
+	switch {
+	case a.stopping:
+		refuse = relay.Errorf(relay.CodeBusy, "the agent is shutting down; retry when the device is back online")
+	case a.inflight >= a.cfg.MaxInFlight:
+		refuse = relay.Errorf(relay.CodeBusy, "the device is already running %d commands, its limit; retry shortly", a.cfg.MaxInFlight)
+	}
+	if refuse != nil {
+		a.dmu.Unlock()
+		a.answer(d, failure(cmd.ID, refuse))
+		return
+	}
+	c := &call{cmd: cmd}
+	a.calls[cmd.ID] = c
+	a.inflight++
+	n := a.inflight
+	a.cmdWG.Add(1)
+	a.dmu.Unlock()
+	a.setStatus(func(st *Status) { st.InFlight = n })
+	go a.handle(d, c)
+}
+
+func (a *Agent) cancelCommand(id string) {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	if c, ok := a.calls[id]; ok {
+		c.cancelled = true
+		if c.cancel != nil {
+			c.cancel()
+		}
+	}
+}
+
+// handle executes a call and answers its delivery and any duplicates.
+func (a *Agent) handle(first delivery, c *call) {
+	defer a.cmdWG.Done()
+	res := a.execute(c)
+
+	a.dmu.Lock()
+	// Collect the waiters and forget the call under one lock: a duplicate
+	// arriving after this finds the stored result in the dedupe store.
+	waiters := c.waiters
+	delete(a.calls, c.cmd.ID)
+	a.inflight--
+	n := a.inflight
+	a.dmu.Unlock()
+	a.setStatus(func(st *Status) { st.InFlight = n })
+
+	a.answer(first, res)
+	for _, w := range waiters {
+		a.answer(w, a.forDuplicate(c.cmd, w.cmd, res))
+	}
+}
+
+// forDuplicate returns the result a duplicate delivery gets: the same one,
+// unless the id was reused for a different command.
+func (a *Agent) forDuplicate(orig, dup *relay.Command, res *relay.Result) *relay.Result {
+	if orig.Name != dup.Name || orig.ProjectID != dup.ProjectID {
+		return failure(dup.ID, relay.Errorf(relay.CodeIdempotencyConflict,
+			"command id %q was already used for %s in project %s; use a new id", dup.ID, orig.Name, orig.ProjectID))
+	}
+	return res
+}
+
+// execute decides and, if allowed, runs a command at most once.
+func (a *Agent) execute(c *call) *relay.Result {
+	cmd := c.cmd
+	// Store operations outlive a cancelled command: its result must be kept.
+	bg := context.WithoutCancel(a.cmdCtx)
+
+	e, err := a.store.lookup(bg, cmd.ID)
+	if err != nil {
+		a.log.Error("dedupe store unavailable; refusing command", "id", cmd.ID, "err", err)
+		return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "the device cannot record commands (%v); not run", err))
+	}
+	if e != nil {
+		return a.redelivered(bg, cmd, e)
+	}
+
+	now := a.hubNow()
+	if !now.Before(cmd.Deadline) {
+		return failure(cmd.ID, relay.Errorf(relay.CodeExpired,
+			"deadline %s passed %s before the device received the command; not run",
+			cmd.Deadline.UTC().Format(time.RFC3339Nano), now.Sub(cmd.Deadline).Round(time.Millisecond)))
+	}
+	h := a.handler(cmd.Name)
+	if h == nil {
+		return failure(cmd.ID, relay.Errorf(relay.CodeCommandNotAllowed, "this device has no command %q", cmd.Name))
+	}
+
+	ctx, cancel := context.WithTimeout(a.cmdCtx, cmd.Deadline.Sub(now))
+	defer cancel()
+	if a.cfg.Guard != nil {
+		if err := a.cfg.Guard(ctx, cmd); err != nil {
+			var re *relay.Error
+			if !errors.As(err, &re) {
+				re = relay.Errorf(relay.CodeCommandNotAllowed, "%v", err)
+			}
+			return failure(cmd.ID, re)
+		}
+	}
+
+	// Durably mark the command started before running it, so that a crash
+	// mid-run can never lead to a second run.
+	fresh, err := a.store.markStarted(bg, cmd)
+	if err != nil {
+		a.log.Error("cannot mark command started; refusing it", "id", cmd.ID, "err", err)
+		return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "the device cannot record commands (%v); not run", err))
+	}
+	if !fresh { // another agent process on this state directory got there first
+		if e, err := a.store.lookup(bg, cmd.ID); err == nil && e != nil {
+			return a.redelivered(bg, cmd, e)
+		}
+		return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "command %q is already being handled on this device; not run twice", cmd.ID))
+	}
+
+	a.dmu.Lock()
+	c.cancel = cancel
+	if c.cancelled {
+		cancel()
+	}
+	a.dmu.Unlock()
+
+	val, herr := runHandler(ctx, h, cmd)
+	res := a.result(ctx, c, val, herr)
+	if err := a.store.finish(bg, cmd, res); err != nil {
+		a.log.Error("cannot store a command result; a redelivery will be told it was interrupted", "id", cmd.ID, "err", err)
+	}
+	return res
+}
+
+// redelivered answers a command id the store already knows.
+func (a *Agent) redelivered(ctx context.Context, cmd *relay.Command, e *dedupeEntry) *relay.Result {
+	if e.Name != cmd.Name || e.Project != cmd.ProjectID {
+		return failure(cmd.ID, relay.Errorf(relay.CodeIdempotencyConflict,
+			"command id %q was already used for %s in project %s; use a new id", cmd.ID, e.Name, e.Project))
+	}
+	if e.State == stateDone && e.Result != nil {
+		return e.Result
+	}
+	// Started by an earlier agent process that never finished it.
+	res := failure(cmd.ID, relay.Errorf(relay.CodeInternal,
+		"command %q was interrupted by an agent restart; not re-run (at most once): check the device's state before sending a new command", cmd.ID))
+	if err := a.store.finish(ctx, cmd, res); err != nil {
+		a.log.Error("cannot store a command result", "id", cmd.ID, "err", err)
+	}
+	return res
+}
+
+// runHandler runs h, turning a panic into an error so one bad handler
+// cannot take the daemon down.
+func runHandler(ctx context.Context, h Handler, cmd *relay.Command) (val any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler for %s panicked: %v\n%s", cmd.Name, p, debug.Stack())
+		}
+	}()
+	return h(ctx, cmd)
+}
+
+// result builds the wire result of a handler run.
+func (a *Agent) result(ctx context.Context, c *call, val any, herr error) *relay.Result {
+	id := c.cmd.ID
+	if herr != nil {
+		var re *relay.Error
+		switch {
+		case errors.As(herr, &re):
+			return failure(id, re)
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return failure(id, relay.Errorf(relay.CodeExpired, "the command's deadline passed while it ran: %v", herr))
+		case a.wasCancelled(c):
+			return failure(id, relay.Errorf(relay.CodeInternal, "cancelled by the hub before it finished: %v", herr))
+		case ctx.Err() != nil:
+			return failure(id, relay.Errorf(relay.CodeInternal, "cancelled because the agent is shutting down: %v", herr))
+		}
+		a.log.Warn("command failed", "id", id, "name", c.cmd.Name, "err", herr)
+		return failure(id, relay.AsError(herr))
+	}
+	raw, err := json.Marshal(val)
+	if err != nil {
+		return failure(id, relay.Errorf(relay.CodeInternal, "the result of %s cannot be encoded: %v", c.cmd.Name, err))
+	}
+	res := &relay.Result{ID: id, OK: true, Result: raw}
+	// The frame must fit the hub's limit, or the hub would drop the connection.
+	if b, err := relay.Encode(res); err != nil || len(b) > a.cfg.MaxFrame {
+		return failure(id, relay.Errorf(relay.CodeInternal, "the result of %s is %d bytes, over the %d-byte frame limit", c.cmd.Name, len(b), a.cfg.MaxFrame))
+	}
+	return res
+}
+
+func (a *Agent) wasCancelled(c *call) bool {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	return c.cancelled
+}
+
+func failure(id string, e *relay.Error) *relay.Result {
+	return &relay.Result{ID: id, OK: false, Error: e}
+}
+
+// answer audits a delivery and sends its result on the session it came in
+// on. If that session is gone the result is kept only in the dedupe store
+// (when the command ran), where a redelivery finds it.
+func (a *Agent) answer(d delivery, res *relay.Result) {
+	if a.cfg.Audit != nil {
+		a.cfg.Audit(d.cmd, res, time.Since(d.start))
+	}
+	b, err := relay.Encode(res)
+	if err != nil {
+		a.log.Error("cannot encode a result", "id", res.ID, "err", err)
+		return
+	}
+	if err := d.s.send(b); err != nil {
+		a.log.Info("result not sent: the connection it came on is gone; a redelivery gets the stored result", "id", res.ID)
+	}
+}

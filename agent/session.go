@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+var errSessionGone = errors.New("the connection to the hub is gone")
+
+// session is one live connection after welcome. The reader and the writer
+// goroutines are the only ones touching the socket (gorilla allows one of
+// each; WriteControl and Close may come from anywhere).
+type session struct {
+	conn *websocket.Conn
+	hb   time.Duration
+
+	out        chan outFrame
+	done       chan struct{} // closed at teardown: nobody may wait on it any more
+	readerDone chan struct{}
+	rerr       error // set before readerDone closes
+	writerDone chan struct{}
+	werr       error // set before writerDone closes
+	drain      chan *relay.Drain
+	teardown   sync.Once
+}
+
+type outFrame struct {
+	data  []byte
+	close []byte     // a close frame payload, written after the frames before it
+	ack   chan error // optional, buffered 1
+}
+
+// send queues a frame for the writer; it does not wait for the write.
+func (s *session) send(data []byte) error {
+	select {
+	case s.out <- outFrame{data: data}:
+		return nil
+	case <-s.writerDone:
+	case <-s.done:
+	}
+	return errSessionGone
+}
+
+// sendWait queues a frame and waits until it was written to the socket.
+func (s *session) sendWait(data []byte) error {
+	ack := make(chan error, 1)
+	select {
+	case s.out <- outFrame{data: data, ack: ack}:
+	case <-s.writerDone:
+		return errSessionGone
+	case <-s.done:
+		return errSessionGone
+	}
+	select {
+	case err := <-ack:
+		return err
+	case <-s.writerDone:
+		// The writer may have written it just before stopping.
+		select {
+		case err := <-ack:
+			return err
+		default:
+			return errSessionGone
+		}
+	case <-s.done:
+		return errSessionGone
+	}
+}
+
+// serve runs a session until it ends, and tears it down.
+func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duration) sessionEnd {
+	s := &session{
+		conn:       conn,
+		hb:         hb,
+		out:        make(chan outFrame, outBuffer),
+		done:       make(chan struct{}),
+		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
+		drain:      make(chan *relay.Drain, 1),
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { a.readLoop(s) })
+	wg.Go(func() { a.writeLoop(s) })
+	defer func() {
+		s.close()
+		wg.Wait()
+	}()
+
+	for {
+		if err := a.flushOutbox(s); err != nil {
+			return sessionEnd{kind: endError, err: fmt.Errorf("send queued events: %w", err)}
+		}
+		select {
+		case <-ctx.Done():
+			// Let running commands answer over this socket, then close cleanly.
+			a.dmu.Lock()
+			a.stopping = true
+			a.dmu.Unlock()
+			a.waitIdle(a.cfg.ShutdownGrace)
+			s.closeGracefully(websocket.CloseNormalClosure, "agent shutting down")
+			return sessionEnd{kind: endShutdown}
+		case <-s.readerDone:
+			return classifyReadErr(s.rerr)
+		case <-s.writerDone:
+			return sessionEnd{kind: endError, err: fmt.Errorf("write to hub: %w", s.werr)}
+		case d := <-s.drain:
+			s.closeGracefully(websocket.CloseNormalClosure, "draining as asked")
+			return sessionEnd{kind: endDrain, after: time.Duration(d.AfterMS) * time.Millisecond}
+		case <-a.wake:
+			// After a sleep the hub has most likely dropped us already; a
+			// close frame is a courtesy, not worth waiting for.
+			s.conn.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseGoingAway, "woke from sleep, reconnecting"), time.Now().Add(100*time.Millisecond))
+			return sessionEnd{kind: endWake}
+		case done := <-a.sleepReq:
+			b, err := relay.Encode(&relay.Event{Event: relay.EventSleeping, Time: a.clock.Now().UTC()})
+			if err == nil {
+				err = s.sendWait(b)
+			}
+			if err != nil {
+				a.log.Warn("could not announce sleep to the hub", "err", err)
+			}
+			s.closeGracefully(websocket.CloseNormalClosure, "going to sleep")
+			a.held.Store(true)
+			return sessionEnd{kind: endSleep, sleepDone: done}
+		case <-a.kick:
+		}
+	}
+}
+
+// flushOutbox sends queued events in order, dropping each batch from the
+// persisted queue only after it was written.
+func (a *Agent) flushOutbox(s *session) error {
+	for {
+		batch := a.outbox.peek(32)
+		if len(batch) == 0 {
+			return nil
+		}
+		sent := 0
+		var err error
+		for i := range batch {
+			var b []byte
+			if b, err = relay.Encode(&batch[i]); err != nil {
+				break
+			}
+			if err = s.sendWait(b); err != nil {
+				break
+			}
+			sent++
+		}
+		if sent > 0 {
+			if derr := a.outbox.drop(sent); derr != nil {
+				a.log.Warn("sent events stay queued and may be sent again", "err", derr)
+			}
+			a.setStatus(func(st *Status) { st.QueuedEvents = a.outbox.len() })
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// close tears the session down: senders give up, the socket closes, and
+// both goroutines return.
+func (s *session) close() {
+	s.teardown.Do(func() {
+		close(s.done)
+		s.conn.Close()
+	})
+}
+
+// closeGracefully sends a close frame and waits briefly for the hub's echo,
+// so the hub sees a clean close (offline at once) rather than a lost one.
+func (s *session) closeGracefully(code int, reason string) {
+	msg := websocket.FormatCloseMessage(code, reason)
+	// Through the writer, so results queued before it go out first.
+	ack := make(chan error, 1)
+	var err error
+	t0 := time.NewTimer(closeWait)
+	select {
+	case s.out <- outFrame{close: msg, ack: ack}:
+		select {
+		case err = <-ack:
+		case <-s.writerDone:
+			err = errSessionGone
+		case <-t0.C:
+			err = errSessionGone
+		}
+	case <-s.writerDone:
+		err = errSessionGone
+	case <-t0.C:
+		err = errSessionGone
+	}
+	t0.Stop()
+	if err == nil {
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
+		select {
+		case <-s.readerDone:
+		case <-t.C:
+		}
+	}
+	s.close()
+}
+
+// readLoop reads frames until the connection fails. Any frame, ping or pong
+// pushes the read deadline out by 2.5 heartbeats; silence beyond that is a
+// lost connection.
+func (a *Agent) readLoop(s *session) {
+	defer close(s.readerDone)
+	conn := s.conn
+	wait := s.hb * 5 / 2
+	extend := func() { conn.SetReadDeadline(time.Now().Add(wait)) }
+	extend()
+	conn.SetPongHandler(func(string) error { extend(); return nil })
+	conn.SetPingHandler(func(msg string) error {
+		extend()
+		err := conn.WriteControl(websocket.PongMessage, []byte(msg), time.Now().Add(writeWait))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			return nil
+		}
+		return err
+	})
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			s.rerr = err
+			return
+		}
+		extend()
+		f, err := relay.Decode(data, a.cfg.MaxFrame)
+		if err != nil {
+			closeWith(conn, err)
+			s.rerr = fmt.Errorf("hub sent a bad frame: %w", err)
+			return
+		}
+		switch v := f.(type) {
+		case *relay.Command:
+			a.dispatch(s, v)
+		case *relay.Cancel:
+			a.cancelCommand(v.ID)
+		case *relay.Drain:
+			select {
+			case s.drain <- v:
+			default:
+			}
+		default:
+			err := &relay.ProtocolError{Close: relay.CloseProtocolError, Reason: fmt.Sprintf("unexpected %s frame from the hub", f.FrameType())}
+			closeWith(conn, err)
+			s.rerr = fmt.Errorf("hub sent a bad frame: %w", err)
+			return
+		}
+	}
+}
+
+// writeLoop is the socket's only writer of data frames, and pings every
+// heartbeat so the hub's read deadline and ours stay fed.
+func (a *Agent) writeLoop(s *session) {
+	defer close(s.writerDone)
+	ping := time.NewTicker(s.hb)
+	defer ping.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case f := <-s.out:
+			var err error
+			if f.close != nil {
+				err = s.conn.WriteControl(websocket.CloseMessage, f.close, time.Now().Add(closeWait))
+			} else {
+				s.conn.SetWriteDeadline(time.Now().Add(writeWait))
+				err = s.conn.WriteMessage(websocket.TextMessage, f.data)
+			}
+			if f.ack != nil {
+				f.ack <- err
+			}
+			if err != nil {
+				s.werr = err
+				return
+			}
+		case <-ping.C:
+			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				s.werr = err
+				return
+			}
+		}
+	}
+}

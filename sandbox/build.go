@@ -1,0 +1,222 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+// EntryPath is the snippet's entry point, as in the desktop product.
+const EntryPath = "src/App.tsx"
+
+// SDKModule is the room SDK a snippet may import. Its storage lives in
+// memory inside the sandbox run and is gone when the run ends.
+const SDKModule = "@roomrelay/sdk"
+
+// AllowedModules are the only bare imports a snippet may use.
+var AllowedModules = []string{"react", "react/jsx-runtime", SDKModule}
+
+// snippetNS is the esbuild namespace the snippet's files live in; it never
+// touches the file system.
+const snippetNS = "snippet"
+
+// Bundle is a built snippet.
+type Bundle struct {
+	// JS is a CommonJS module that requires only AllowedModules, with the
+	// source map inlined as a data: URL.
+	JS string
+	// Code is JS without the source map comment, and SourceMap the map (JSON).
+	Code      string
+	SourceMap []byte
+	// CSS is the bundled stylesheet, empty when the snippet has none.
+	CSS string
+	// Warnings are esbuild warnings that were not promoted to errors.
+	Warnings []Message
+}
+
+// Message is a build diagnostic. Line and Column are 1-based; File is a
+// snippet path such as "src/App.tsx", empty when esbuild gave no location.
+type Message struct {
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+	Text     string `json:"message"`
+	LineText string `json:"line_text,omitempty"`
+}
+
+func (m Message) String() string {
+	if m.File == "" {
+		return m.Text
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", m.File, m.Line, m.Column, m.Text)
+}
+
+// BuildError is a failed build; Messages holds every error esbuild reported.
+type BuildError struct {
+	Messages []Message
+}
+
+func (e *BuildError) Error() string {
+	if len(e.Messages) == 0 {
+		return "build failed"
+	}
+	s := e.Messages[0].String()
+	if n := len(e.Messages) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}
+
+// tsconfig makes TypeScript keep imports it would otherwise elide, so an
+// unused forbidden import still fails the build.
+const tsconfig = `{"compilerOptions":{"verbatimModuleSyntax":true,"jsx":"react-jsx"}}`
+
+var loaders = map[string]api.Loader{
+	".tsx":  api.LoaderTSX,
+	".ts":   api.LoaderTS,
+	".jsx":  api.LoaderJSX,
+	".js":   api.LoaderJS,
+	".mjs":  api.LoaderJS,
+	".css":  api.LoaderCSS,
+	".json": api.LoaderJSON,
+}
+
+// resolveSuffixes are tried in order for an extensionless relative import.
+var resolveSuffixes = []string{"", ".tsx", ".ts", ".jsx", ".js", ".json", ".css", "/index.tsx", "/index.ts", "/index.jsx", "/index.js"}
+
+// Build bundles files (relative path → contents) in memory. A failed build
+// returns a *BuildError.
+func Build(files map[string]string) (*Bundle, error) {
+	if _, ok := files[EntryPath]; !ok {
+		return nil, &BuildError{Messages: []Message{{Text: EntryPath + " is missing: it is the snippet's entry point"}}}
+	}
+	res := api.Build(api.BuildOptions{
+		EntryPoints:     []string{EntryPath},
+		Bundle:          true,
+		Write:           false,
+		Outdir:          "out",
+		Format:          api.FormatCommonJS,
+		Platform:        api.PlatformNeutral,
+		Target:          api.ES2022,
+		Supported:       map[string]bool{"async-generator": false, "for-await": false},
+		JSX:             api.JSXAutomatic,
+		JSXImportSource: "react",
+		Sourcemap:       api.SourceMapExternal,
+		TsconfigRaw:     tsconfig,
+		Charset:         api.CharsetUTF8,
+		LogLevel:        api.LogLevelSilent,
+		Plugins:         []api.Plugin{snippetPlugin(files)},
+	})
+	var errs []Message
+	for _, m := range res.Errors {
+		errs = append(errs, convertMessage(m))
+	}
+	var warns []Message
+	for _, m := range res.Warnings {
+		cm := convertMessage(m)
+		// esbuild reports CSS syntax errors as warnings; a reviewer would
+		// call them errors. An import of a name that is not exported is a
+		// certain bug as well.
+		if strings.HasSuffix(cm.File, ".css") || m.ID == "import-is-undefined" {
+			errs = append(errs, cm)
+			continue
+		}
+		warns = append(warns, cm)
+	}
+	if len(errs) > 0 {
+		return nil, &BuildError{Messages: errs}
+	}
+	b := &Bundle{Warnings: warns}
+	for _, f := range res.OutputFiles {
+		switch {
+		case strings.HasSuffix(f.Path, ".js.map"):
+			b.SourceMap = f.Contents
+		case strings.HasSuffix(f.Path, ".js"):
+			b.Code = string(f.Contents)
+		case strings.HasSuffix(f.Path, ".css"):
+			b.CSS = string(f.Contents)
+		}
+	}
+	if b.Code == "" || b.SourceMap == nil {
+		return nil, &BuildError{Messages: []Message{{Text: "esbuild produced no JavaScript output"}}}
+	}
+	b.JS = b.Code + "//# sourceMappingURL=data:application/json;base64," + base64.StdEncoding.EncodeToString(b.SourceMap) + "\n"
+	return b, nil
+}
+
+func convertMessage(m api.Message) Message {
+	out := Message{Text: m.Text}
+	if l := m.Location; l != nil {
+		out.File = strings.TrimPrefix(l.File, snippetNS+":")
+		out.Line = l.Line
+		out.Column = l.Column + 1
+		out.LineText = l.LineText
+	}
+	return out
+}
+
+func snippetPlugin(files map[string]string) api.Plugin {
+	return api.Plugin{
+		Name: "roomrelay-snippet",
+		Setup: func(pb api.PluginBuild) {
+			pb.OnResolve(api.OnResolveOptions{Filter: ".*"}, func(a api.OnResolveArgs) (api.OnResolveResult, error) {
+				return resolve(files, a), nil
+			})
+			pb.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: snippetNS}, func(a api.OnLoadArgs) (api.OnLoadResult, error) {
+				src, ok := files[a.Path]
+				if !ok {
+					return api.OnLoadResult{}, fmt.Errorf("%s is not part of the snippet", a.Path)
+				}
+				loader, ok := loaders[path.Ext(a.Path)]
+				if !ok {
+					return api.OnLoadResult{}, fmt.Errorf("%s: unsupported file type (allowed: %s)", a.Path, strings.Join(loaderExts(), ", "))
+				}
+				return api.OnLoadResult{Contents: &src, Loader: loader}, nil
+			})
+		},
+	}
+}
+
+func resolve(files map[string]string, a api.OnResolveArgs) api.OnResolveResult {
+	fail := func(format string, args ...any) api.OnResolveResult {
+		return api.OnResolveResult{Errors: []api.Message{{Text: fmt.Sprintf(format, args...)}}}
+	}
+	p := a.Path
+	if a.Kind == api.ResolveEntryPoint {
+		return api.OnResolveResult{Path: p, Namespace: snippetNS}
+	}
+	if strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") {
+		if a.Namespace != snippetNS {
+			return fail("relative import %q from outside the snippet", p)
+		}
+		joined := path.Join(path.Dir(a.Importer), p)
+		if joined == ".." || strings.HasPrefix(joined, "../") {
+			return fail("import %q leaves the snippet", p)
+		}
+		for _, suf := range resolveSuffixes {
+			if _, ok := files[joined+suf]; ok {
+				return api.OnResolveResult{Path: joined + suf, Namespace: snippetNS}
+			}
+		}
+		return fail("import %q: no file %s in the snippet", p, joined)
+	}
+	for _, m := range AllowedModules {
+		if p == m {
+			return api.OnResolveResult{Path: p, External: true}
+		}
+	}
+	return fail("import %q is not allowed: a snippet may import only its own files (./...) and %s", p, strings.Join(AllowedModules, ", "))
+}
+
+func loaderExts() []string {
+	var exts []string
+	for e := range loaders {
+		exts = append(exts, e)
+	}
+	sort.Strings(exts)
+	return exts
+}

@@ -12,7 +12,7 @@
 // A line-oriented text file, UTF-8. Each line is a directive and its fields,
 // separated by spaces or tabs; indentation is free. A field starting with
 // '#' starts a comment that runs to the end of the line; blank lines are
-// ignored. Example (what Marshal writes):
+// ignored. An example, in the form Marshal writes:
 //
 //	# roomrelay device policy. Anything not listed here is denied.
 //	version 1
@@ -263,8 +263,8 @@ func validID(s string) bool { return idRE.MatchString(s) }
 
 // quote shows a value from the file or a caller safely in a message.
 func quote(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:80]) + "…"
 	}
 	q := strconv.QuoteToGraphic(s)
 	return "'" + strings.ReplaceAll(q[1:len(q)-1], `\"`, `"`) + "'"

@@ -108,7 +108,6 @@ func (h *Hub) authDevice(ctx context.Context, r *http.Request) (*deviceRec, erro
 	}
 	tr, _, err := getJSON[tokenRec](ctx, h.st.tokens, hashSecret("token", tok))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// A revoked device's token is deleted; say so when we can tell.
 		return nil, errBadToken
 	}
 	if err != nil {
@@ -391,7 +390,7 @@ func (h *Hub) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	d, err := h.st.updateDevice(ctx, id, func(d *deviceRec) error {
+	_, err := h.st.updateDevice(ctx, id, func(d *deviceRec) error {
 		if !d.Revoked {
 			d.Revoked, d.RevokedAt = true, h.cfg.Now().UTC()
 		}
@@ -406,11 +405,8 @@ func (h *Hub) handleRevoke(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not revoke the device; retry")
 		return
 	}
-	// The device record says revoked, which already stops the token; the
-	// hash goes too so nothing can ever match it again.
-	if err := h.st.tokens.Purge(ctx, d.TokenHash); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		h.log.Warn("purge revoked token hash", "err", err)
-	}
+	// The token hash stays (mapped to a revoked device) so a later use is
+	// answered "revoked" rather than "unknown token".
 	if err := h.nc.Publish(ctlSubject(id), mustJSON(ctlMsg{Op: "revoke"})); err != nil {
 		h.log.Error("publish revoke", "err", err)
 	}

@@ -254,7 +254,6 @@ func TestUpgradeRefusals(t *testing.T) {
 	if _, err := th.cl.Revoke(context.Background(), revoked); err != nil {
 		t.Fatal(err)
 	}
-	_ = revoked
 
 	cases := []struct {
 		name      string
@@ -268,7 +267,7 @@ func TestUpgradeRefusals(t *testing.T) {
 		{"wrong subprotocol", gtok, []string{"roomrelay.v2"}, http.StatusUpgradeRequired, "", "subprotocol_required"},
 		{"missing token", "", []string{relay.Subprotocol}, http.StatusUnauthorized, `Bearer realm="roomrelay"`, "unauthorized"},
 		{"wrong token", "rrd_nope", []string{relay.Subprotocol}, http.StatusUnauthorized, `error="invalid_token"`, "invalid_token"},
-		{"revoked token", rtok, []string{relay.Subprotocol}, http.StatusUnauthorized, `error="invalid_token"`, "invalid_token"},
+		{"revoked token", rtok, []string{relay.Subprotocol}, http.StatusUnauthorized, `error="invalid_token"`, "revoked"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -506,6 +505,13 @@ func TestRevoke(t *testing.T) {
 	res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo"})
 	if status != http.StatusForbidden || res.Error.Code != relay.CodeNotEnrolled {
 		t.Errorf("command to revoked device: %d %+v", status, res)
+	}
+	pc, err := th.cl.Pair(context.Background(), "p2", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := th.cl.Enroll(context.Background(), pc.Code, "", "", tok); !hubclient.IsCode(err, "revoked") {
+		t.Errorf("enroll with a revoked token: %v", err)
 	}
 	th.waitState(dev, hubclient.StateOffline)
 }

@@ -22,7 +22,7 @@ const (
 	writeWait = 10 * time.Second // bound on one write to a slow agent
 	closeWait = time.Second      // how long to wait for the peer's close echo
 	opTimeout = 5 * time.Second  // bound on one KV operation for a session
-	outQueue  = 64               // frames queued for one agent before "busy"
+	outQueue  = 256              // frames queued for one agent before "busy"
 )
 
 // session is one agent websocket on this node. The HTTP handler goroutine
@@ -34,7 +34,9 @@ type session struct {
 	conn *websocket.Conn
 	log  *slog.Logger
 
-	out        chan outItem
+	qmu        sync.Mutex
+	queue      []outItem     // frames for the writer; nil when idle (no memory)
+	wake       chan struct{} // cap 1: the queue has items
 	closeOnce  sync.Once
 	closing    atomic.Bool // a close frame is queued; the reader only drains now
 	stop       chan struct{}
@@ -166,7 +168,7 @@ func (h *Hub) serveAgent(conn *websocket.Conn, dev *deviceRec) {
 		id:         newID("s-"),
 		dev:        dev.ID,
 		conn:       conn,
-		out:        make(chan outItem, outQueue),
+		wake:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		pending:    make(map[string]*pendingCmd),
@@ -279,20 +281,26 @@ func (s *session) writer() {
 		select {
 		case <-s.stop:
 			return
-		case it := <-s.out:
-			if it.close != nil {
-				_ = s.conn.WriteControl(websocket.CloseMessage,
-					websocket.FormatCloseMessage(it.close.code, it.close.reason), time.Now().Add(writeWait))
-				// The reader ends at the peer's echo or after closeWait.
-				_ = s.conn.SetReadDeadline(time.Now().Add(closeWait))
-				<-s.stop
-				return
-			}
-			_ = s.conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := s.conn.WriteMessage(websocket.TextMessage, it.data); err != nil {
-				s.abort(err)
-				<-s.stop
-				return
+		case <-s.wake:
+			s.qmu.Lock()
+			items := s.queue
+			s.queue = nil
+			s.qmu.Unlock()
+			for _, it := range items {
+				if it.close != nil {
+					_ = s.conn.WriteControl(websocket.CloseMessage,
+						websocket.FormatCloseMessage(it.close.code, it.close.reason), time.Now().Add(writeWait))
+					// The reader ends at the peer's echo or after closeWait.
+					_ = s.conn.SetReadDeadline(time.Now().Add(closeWait))
+					<-s.stop
+					return
+				}
+				_ = s.conn.SetWriteDeadline(time.Now().Add(writeWait))
+				if err := s.conn.WriteMessage(websocket.TextMessage, it.data); err != nil {
+					s.abort(err)
+					<-s.stop
+					return
+				}
 			}
 		case <-ping.C:
 			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
@@ -302,6 +310,22 @@ func (s *session) writer() {
 			}
 		}
 	}
+}
+
+// enqueue hands an item to the writer; false when the queue is full.
+func (s *session) enqueue(it outItem) bool {
+	s.qmu.Lock()
+	if len(s.queue) >= outQueue && it.close == nil {
+		s.qmu.Unlock()
+		return false
+	}
+	s.queue = append(s.queue, it)
+	s.qmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // abort ends a session whose socket cannot be written: the reader's next
@@ -322,12 +346,7 @@ func (s *session) send(f relay.Frame) bool {
 		s.log.Error("encode frame", "err", err)
 		return false
 	}
-	select {
-	case s.out <- outItem{data: b}:
-		return true
-	default:
-		return false
-	}
+	return s.enqueue(outItem{data: b})
 }
 
 // closeWith closes the socket with code and reason after the frames already
@@ -335,12 +354,7 @@ func (s *session) send(f relay.Frame) bool {
 func (s *session) closeWith(code int, reason string) {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
-		select {
-		case s.out <- outItem{close: &closeReq{code, reason}}:
-		default:
-			// The queue is full of frames the agent is not reading: cut it.
-			_ = s.conn.SetReadDeadline(time.Now())
-		}
+		s.enqueue(outItem{close: &closeReq{code, reason}}) // after what is queued
 	})
 }
 

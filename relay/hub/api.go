@@ -547,12 +547,17 @@ func isObject(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &m) == nil && m != nil
 }
 
-// WaitProposal blocks until the device reports a decision on the proposal
+// WaitProposal (for the hub's own endpoints, while Run runs) blocks until the device reports a decision on the proposal
 // (a proposal_decided event), or ctx ends. A decision recorded earlier is
 // returned at once. Any node can wait: decisions live in a KV bucket.
 func (h *Hub) WaitProposal(ctx context.Context, deviceID, proposalID string) (*hubclient.DeviceEvent, error) {
 	if !deviceIDRe.MatchString(deviceID) || !kvKeyRe.MatchString(proposalID) {
 		return nil, fmt.Errorf("wait proposal: bad device or proposal id")
+	}
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait proposal: hub not running: %w", ctx.Err())
 	}
 	w, err := h.st.proposals.Watch(ctx, proposalKey(deviceID, proposalID), jetstream.IgnoreDeletes())
 	if err != nil {

@@ -100,7 +100,7 @@ func TestRoutingExternalNATSTwoNodes(t *testing.T) {
 	dev, tok := a.enroll("p1")
 	old := dialAgent(t, a.wsURL(), tok, dev)
 	old.serve(echoHandler)
-	a.waitState(dev, hubclient.StateOnline)
+	waitFor(t, "old session online", func() bool { return a.presence(dev).Session == old.welcome.SessionID })
 	nw := dialAgent(t, b.wsURL(), tok, dev)
 	nw.serve(echoHandler)
 	if code, reason := old.closeCode(); code != relay.CloseReplaced {
@@ -119,6 +119,9 @@ func TestStaleCloseKeepsNewerSession(t *testing.T) {
 	dev, tok := th.enroll("p1")
 	old := dialAgent(t, th.wsURL(), tok, dev)
 	old.serve(echoHandler)
+	// Online means the old session's setup is complete (it holds an epoch);
+	// two sessions racing through setup are ordered by their presence writes.
+	waitFor(t, "old session online", func() bool { return th.presence(dev).Session == old.welcome.SessionID })
 	nw := dialAgent(t, th.wsURL(), tok, dev)
 	nw.serve(echoHandler)
 	if code, _ := old.closeCode(); code != relay.CloseReplaced {
@@ -414,6 +417,9 @@ func TestPairingCodes(t *testing.T) {
 
 func TestAdminAuth(t *testing.T) {
 	th := startHub(t, Config{})
+	if devs, err := th.cl.Devices(context.Background()); err != nil || len(devs) != 0 {
+		t.Fatalf("empty hub lists %v %v", devs, err)
+	}
 	for _, tok := range []string{"", "wrong", testAdmin + "x"} {
 		cl := hubclient.New(th.URL(), tok)
 		_, err := cl.Devices(context.Background())
@@ -573,6 +579,7 @@ func TestShutdownDrainsAgents(t *testing.T) {
 	// the HTTP client's idle connections).
 	http.DefaultClient.CloseIdleConnections()
 	waitFor(t, "goroutines to wind down", func() bool { return runtime.NumGoroutine() <= before+5 })
+	t.Logf("goroutines: %d before the hub, %d after it stopped", before, runtime.NumGoroutine())
 }
 
 func TestEventsAndProposals(t *testing.T) {
@@ -658,4 +665,56 @@ func TestAdminTokenFile(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v %v", fi, err)
 	}
+}
+
+func TestConcurrentSessionsOneSurvives(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	for round := range 5 {
+		var agents [2]*fakeAgent
+		var wg sync.WaitGroup
+		for i := range agents {
+			wg.Go(func() { agents[i] = dialAgent(t, th.wsURL(), tok, dev) })
+		}
+		wg.Wait()
+		for _, a := range agents {
+			a.serve(echoHandler)
+		}
+		waitFor(t, "one session left", func() bool { return len(th.localSessions(dev)) == 1 })
+		survivor := th.localSessions(dev)[0].id
+		var lost *fakeAgent
+		for _, a := range agents {
+			if a.welcome.SessionID != survivor {
+				lost = a
+			}
+		}
+		if code, _ := lost.closeCode(); code != relay.CloseReplaced {
+			t.Fatalf("round %d: loser closed with %d, want %d", round, code, relay.CloseReplaced)
+		}
+		waitFor(t, "presence names the survivor", func() bool {
+			p := th.presence(dev)
+			return p.State == hubclient.StateOnline && p.Session == survivor
+		})
+		th.roundTrip(dev)
+	}
+}
+
+func TestHelloTimeout(t *testing.T) {
+	th := startHub(t, Config{HelloTimeout: 200 * time.Millisecond})
+	good, gtok := th.enroll("p1")
+	ga := dialAgent(t, th.wsURL(), gtok, good)
+	ga.serve(echoHandler)
+	dev, tok := th.enroll("p1")
+	conn, _, err := dialRaw(th.wsURL(), tok, []string{relay.Subprotocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if code, reason := readClose(t, conn); code != relay.CloseProtocolError || !strings.Contains(reason, "hello") {
+		t.Fatalf("silent agent closed with %d %q", code, reason)
+	}
+	if p := th.presence(dev); p.State != hubclient.StateOffline {
+		t.Errorf("agent without hello is %s", p.State)
+	}
+	th.roundTrip(good)
 }

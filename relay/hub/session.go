@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -132,6 +133,10 @@ func (h *Hub) serveAgent(conn *websocket.Conn, dev *deviceRec) {
 
 	mt, data, err := conn.ReadMessage()
 	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			closeNow(conn, relay.CloseProtocolError, fmt.Sprintf("no hello within %s", h.cfg.HelloTimeout))
+		}
 		log.Info("agent left before hello", "err", err) // on ErrReadLimit gorilla already sent 1009
 		return
 	}
@@ -188,18 +193,16 @@ func (s *session) run(hello *relay.Hello) {
 	go s.writer()
 
 	// Welcome is queued first so it is the first frame out; then the route,
-	// flushed so any node can reach it; then presence, so "online" means
-	// routable; then the kick for older sessions, which needs our epoch.
+	// flushed so any node can reach it; then the hello's facts; then
+	// presence, so "online" means routable and described; then the kick for
+	// older sessions, which needs our epoch.
 	s.send(&relay.Welcome{SessionID: s.id, HeartbeatMS: h.cfg.Heartbeat.Milliseconds(), ServerTime: h.cfg.Now().UTC()})
 	if err := s.subscribe(); err != nil {
 		s.log.Error("subscribe commands", "err", err)
 		s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
-	} else if err := s.goOnlineAndKick(); err != nil {
-		s.log.Error("presence online", "err", err)
-		s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		_, err = h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
+		_, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
 			d.AgentVersion, d.Policy, d.LastSeen = hello.AgentVersion, hello.Policy, h.cfg.Now().UTC()
 			if hello.OS != "" {
 				d.OS = hello.OS
@@ -210,7 +213,12 @@ func (s *session) run(hello *relay.Hello) {
 		if err != nil {
 			s.log.Warn("record hello", "err", err)
 		}
-		s.log.Info("agent connected", "agent_version", hello.AgentVersion, "os", hello.OS)
+		if err := s.goOnlineAndKick(); err != nil {
+			s.log.Error("presence online", "err", err)
+			s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
+		} else {
+			s.log.Info("agent connected", "agent_version", hello.AgentVersion, "os", hello.OS)
+		}
 	}
 
 	reason := s.readLoop()

@@ -202,7 +202,12 @@ func (s *session) run(hello *relay.Hello) {
 		s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		// Registered sessions see revoke messages; this check covers a revoke
+		// that landed between the token check and registration.
 		_, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
+			if d.Revoked {
+				return errRevokedToken
+			}
 			d.AgentVersion, d.Policy, d.LastSeen = hello.AgentVersion, hello.Policy, h.cfg.Now().UTC()
 			if hello.OS != "" {
 				d.OS = hello.OS
@@ -210,14 +215,19 @@ func (s *session) run(hello *relay.Hello) {
 			return nil
 		})
 		cancel()
-		if err != nil {
-			s.log.Warn("record hello", "err", err)
-		}
-		if err := s.goOnlineAndKick(); err != nil {
-			s.log.Error("presence online", "err", err)
-			s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
-		} else {
-			s.log.Info("agent connected", "agent_version", hello.AgentVersion, "os", hello.OS)
+		switch {
+		case errors.Is(err, errRevokedToken):
+			s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
+		default:
+			if err != nil {
+				s.log.Warn("record hello", "err", err)
+			}
+			if err := s.goOnlineAndKick(); err != nil {
+				s.log.Error("presence online", "err", err)
+				s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
+			} else {
+				s.log.Info("agent connected", "agent_version", hello.AgentVersion, "os", hello.OS)
+			}
 		}
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -661,7 +662,7 @@ func TestAdminTokenFile(t *testing.T) {
 	if err != nil || again != tok {
 		t.Fatalf("load: %q %v", again, err)
 	}
-	fi, err := osStat(dir + "/" + adminTokenFile)
+	fi, err := os.Stat(dir + "/" + adminTokenFile)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("mode %v %v", fi, err)
 	}

@@ -1,5 +1,0 @@
-package hub
-
-import "os"
-
-var osStat = os.Stat

@@ -1,0 +1,132 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"time"
+)
+
+// Worker protocol: one JSON object per line on the worker's stdin and
+// stdout. The parent sends an init message first (the verified library
+// sources and the limits), the worker answers ready, then each request gets
+// exactly one response.
+type workerRequest struct {
+	Init  *workerInit       `json:"init,omitempty"`
+	ID    uint64            `json:"id,omitempty"`
+	Files map[string]string `json:"files,omitempty"`
+}
+
+type workerInit struct {
+	Libraries        map[string]string `json:"libraries"`
+	TimeoutMS        int64             `json:"timeout_ms"`
+	KillGraceMS      int64             `json:"kill_grace_ms"`
+	MemoryLimitBytes int64             `json:"memory_limit_bytes"`
+}
+
+type workerResponse struct {
+	ID    uint64 `json:"id,omitempty"`
+	Ready bool   `json:"ready,omitempty"`
+	// Limits says which limits apply in this worker.
+	Limits string  `json:"limits,omitempty"`
+	Error  string  `json:"error,omitempty"`
+	Result *Result `json:"result,omitempty"`
+	// Recycle asks the parent to retire this worker (a limit was hit, so
+	// its heap may be large).
+	Recycle  bool  `json:"recycle,omitempty"`
+	RSSBytes int64 `json:"rss_bytes,omitempty"`
+}
+
+// WorkerMain is the body of the hidden worker subcommand: it serves
+// smoke-run requests from stdin until stdin closes and returns the process
+// exit code. It must run in its own process (it lowers the process's memory
+// limits) and be started by a Pool.
+func WorkerMain(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
+	// The snippet's Date is virtual anyway; UTC keeps its formatting
+	// independent of the host.
+	time.Local = time.UTC
+	dec := json.NewDecoder(bufio.NewReaderSize(stdin, 64<<10))
+	enc := json.NewEncoder(stdout)
+	fatal := func(err error) int {
+		_ = enc.Encode(workerResponse{Error: err.Error()})
+		return 1
+	}
+
+	var req workerRequest
+	if err := dec.Decode(&req); err != nil || req.Init == nil {
+		return fatal(fmt.Errorf("sandbox worker: expected an init message: %v", err))
+	}
+	in := req.Init
+	limits, err := applyDataLimit(in.MemoryLimitBytes)
+	if err != nil {
+		return fatal(err)
+	}
+	// The watchdog interrupts at 40% of the cap; the GC's soft limit sits
+	// well above it (at 60%) so the GC does not thrash before it fires.
+	heapLimit := uint64(in.MemoryLimitBytes) * 4 / 10
+	debug.SetMemoryLimit(in.MemoryLimitBytes * 6 / 10)
+	debug.SetMaxStack(128 << 20)
+	lib, err := compileLibraries(in.Libraries)
+	in.Libraries = nil
+	if err != nil {
+		return fatal(err)
+	}
+	timeout := time.Duration(in.TimeoutMS) * time.Millisecond
+	grace := time.Duration(in.KillGraceMS) * time.Millisecond
+	lim := runLimits{Timeout: timeout, HeapLimit: heapLimit, MaxCallStack: 5000, Advance: 3 * time.Second}
+	limits += fmt.Sprintf(", heap watchdog %d MiB, Go memory limit %d MiB, call stack 5000 frames, wall clock %s, SIGKILL after %s more",
+		heapLimit>>20, in.MemoryLimitBytes*6/10>>20, timeout, grace)
+	if err := enc.Encode(workerResponse{Ready: true, Limits: limits, RSSBytes: currentRSS()}); err != nil {
+		return 1
+	}
+
+	for ctx.Err() == nil {
+		var req workerRequest
+		if err := dec.Decode(&req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0
+			}
+			return fatal(fmt.Errorf("sandbox worker: bad request: %w", err))
+		}
+		// The parent kills a worker stuck in a Go built-in; this is the
+		// backstop for when the parent is gone.
+		backstop := time.AfterFunc(timeout+3*grace, func() { os.Exit(3) })
+		res, recycle := smokeFiles(lib, req.Files, lim)
+		backstop.Stop()
+		resp := workerResponse{ID: req.ID, Result: res, Recycle: recycle, RSSBytes: currentRSS()}
+		if err := enc.Encode(resp); err != nil {
+			return 1
+		}
+		if recycle {
+			return 0
+		}
+	}
+	return 0
+}
+
+// smokeFiles builds and runs one snippet.
+func smokeFiles(lib *libraries, files map[string]string, lim runLimits) (*Result, bool) {
+	start := time.Now()
+	b, err := Build(files)
+	if err != nil {
+		res := &Result{Phase: PhaseBuild, Error: &ErrorInfo{Message: err.Error()}}
+		var be *BuildError
+		if errors.As(err, &be) && len(be.Messages) > 0 {
+			m := be.Messages[0]
+			res.Error = &ErrorInfo{Message: m.Text, File: m.File, Line: m.Line, Column: m.Column}
+			res.BuildErrors = be.Messages
+		}
+		res.DurationMS = millis(time.Since(start))
+		return res, false
+	}
+	res, recycle := runBundle(lib, b, lim)
+	res.DurationMS = millis(time.Since(start))
+	return res, recycle
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

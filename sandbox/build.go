@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -102,7 +103,9 @@ func Build(files map[string]string) (*Bundle, error) {
 		Format:          api.FormatCommonJS,
 		Platform:        api.PlatformNeutral,
 		Target:          api.ES2022,
-		Supported:       map[string]bool{"async-generator": false, "for-await": false},
+		// goja lacks async generators, for-await and import(); esbuild
+		// lowers them (import() to a require that the sandbox refuses).
+		Supported: map[string]bool{"async-generator": false, "for-await": false, "dynamic-import": false},
 		JSX:             api.JSXAutomatic,
 		JSXImportSource: "react",
 		Sourcemap:       api.SourceMapExternal,
@@ -171,6 +174,9 @@ func snippetPlugin(files map[string]string) api.Plugin {
 				if !ok {
 					return api.OnLoadResult{}, fmt.Errorf("%s is not part of the snippet", a.Path)
 				}
+				if m := externalSourceMap(a.Path, src); m != nil {
+					return api.OnLoadResult{Errors: []api.Message{*m}}, nil
+				}
 				loader, ok := loaders[path.Ext(a.Path)]
 				if !ok {
 					return api.OnLoadResult{}, fmt.Errorf("%s: unsupported file type (allowed: %s)", a.Path, strings.Join(loaderExts(), ", "))
@@ -210,6 +216,30 @@ func resolve(files map[string]string, a api.OnResolveArgs) api.OnResolveResult {
 		}
 	}
 	return fail("import %q is not allowed: a snippet may import only its own files (./...) and %s", p, strings.Join(AllowedModules, ", "))
+}
+
+// sourceMapCommentRE matches the comments esbuild reads a source map from
+// ("//# sourceMappingURL=...", also with "@" and in block comments).
+var sourceMapCommentRE = regexp.MustCompile(`(//|/\*)[#@] sourceMappingURL=(\S*)`)
+
+// externalSourceMap refuses a source map comment that is not an inline
+// data: URL: esbuild would read a file:// URL from the host's disk. A string
+// literal that merely looks like such a comment is refused too; a snippet
+// has no reason to carry one.
+func externalSourceMap(file, src string) *api.Message {
+	for _, m := range sourceMapCommentRE.FindAllStringSubmatchIndex(src, -1) {
+		url := src[m[4]:m[5]]
+		if strings.HasPrefix(url, "data:") {
+			continue
+		}
+		line := strings.Count(src[:m[0]], "\n") + 1
+		col := m[0] - (strings.LastIndexByte(src[:m[0]], '\n') + 1)
+		return &api.Message{
+			Text:     "a sourceMappingURL that is not an inline data: URL is not allowed in a snippet: remove the comment",
+			Location: &api.Location{File: file, Namespace: snippetNS, Line: line, Column: col},
+		}
+	}
+	return nil
 }
 
 func loaderExts() []string {

@@ -1,0 +1,237 @@
+package sandbox
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// app wraps a component body into a snippet with a default export.
+func app(body string) map[string]string {
+	return map[string]string{EntryPath: `import { useEffect, useState } from "react";
+export default function App() {
+` + body + `
+}
+`}
+}
+
+// lineOf is the 1-based line of the first occurrence of mark in src.
+func lineOf(src, mark string) int {
+	i := strings.Index(src, mark)
+	if i < 0 {
+		return 0
+	}
+	return strings.Count(src[:i], "\n") + 1
+}
+
+type hostileCase struct {
+	name   string
+	files  map[string]string
+	phases []Phase // any of these
+	msg    string  // substring of the error message (or "" to skip)
+	// file and mark locate the error: the line holding mark in that file.
+	file, mark string
+	check      func(t *testing.T, res *Result)
+}
+
+func consoleHas(want string) func(t *testing.T, res *Result) {
+	return func(t *testing.T, res *Result) {
+		t.Helper()
+		if !strings.Contains(strings.Join(res.Console, "\n"), want) {
+			t.Errorf("console %q does not contain %q", res.Console, want)
+		}
+	}
+}
+
+func hostileCases() []hostileCase {
+	helper := map[string]string{
+		EntryPath: `import { label } from "./util";
+export default function App() { return <p>{label(3)}</p>; }
+`,
+		"src/util.ts": `export function label(n: number): string {
+  if (n > 2) throw new Error("helper exploded"); // MARK
+  return "n=" + n;
+}
+`,
+	}
+	return []hostileCase{
+		{name: "infinite loop", files: app(`while (true) {} return null;`), phases: []Phase{PhaseTimeout}, msg: "time limit"},
+		{name: "catch-swallowing loop", files: app(`for (;;) { try { throw new Error("again"); } catch { /* swallow */ } finally { continue; } } return null;`), phases: []Phase{PhaseTimeout}},
+		{name: "deep recursion", files: app(`const f = (n: number): number => f(n + 1) + 1; // MARK
+return <p>{f(0)}</p>;`), phases: []Phase{PhaseRender}, msg: "Maximum call stack size exceeded", file: EntryPath, mark: "MARK"},
+		{name: "allocation loop", files: app(`const a: object[] = []; for (;;) a.push({ n: a.length, s: "xxxxxxxxxxxxxxxx" + a.length }); return null;`), phases: []Phase{PhaseMemory}},
+		{name: "fill bomb", files: app(`const a = new Array(5e7).fill(0); return <p>{a.length}</p>;`), phases: []Phase{PhaseMemory, PhaseTimeout}},
+		{name: "regex bomb", files: app(`const ok = /^(?=a)(a+)+$/.test("a".repeat(40) + "b"); return <p>{String(ok)}</p>;`), phases: []Phase{PhaseTimeout}, msg: "built-in"},
+		{name: "string repeat bomb", files: app(`let s = "x".repeat(2 ** 27); for (let i = 0; i < 8; i++) s = s + s.slice(1) + "y"; return <p>{s.length}</p>;`), phases: []Phase{PhaseMemory, PhaseTimeout}},
+		{name: "promise storm", files: app(`useEffect(() => { const storm = (): unknown => Promise.resolve().then(storm); storm(); }, []); return <p>storm</p>;`), phases: []Phase{PhaseTimeout, PhaseMemory}},
+		{name: "setState in render", files: app(`const [n, setN] = useState(0); setN(n + 1); return <p>{n}</p>;`), phases: []Phase{PhaseRender}, msg: "Too many re-renders"},
+		{name: "sourceMappingURL file in eval", files: app("(0, eval)(\"throw new Error('boom')\\n//\" + \"# sourceMappingURL=file:///etc/passwd\"); return null;"), phases: []Phase{PhaseRender}, msg: "boom",
+			check: func(t *testing.T, res *Result) {
+				if strings.Contains(res.Error.Stack+res.Error.Message, "root:") {
+					t.Errorf("host file content leaked: %s", res.Error.Stack)
+				}
+			}},
+		{name: "sourceMappingURL file in new Function", files: app("new Function(\"throw new Error('fn')\\n//\" + \"# sourceMappingURL=/etc/passwd\")(); return null;"), phases: []Phase{PhaseRender}, msg: "fn",
+			check: func(t *testing.T, res *Result) {
+				if strings.Contains(res.Error.Stack, "root:") {
+					t.Errorf("host file content leaked: %s", res.Error.Stack)
+				}
+			}},
+		{name: "sourceMappingURL file in the snippet", files: map[string]string{EntryPath: "export default function App() { throw new Error('own'); }\n//# sourceMappingURL=file:///etc/passwd\n"},
+			phases: []Phase{PhaseBuild}, msg: "sourceMappingURL", file: EntryPath, mark: "//#",
+			check: func(t *testing.T, res *Result) {
+				if strings.Contains(res.Error.Message, "root") {
+					t.Errorf("host file read: %s", res.Error.Message)
+				}
+			}},
+		{name: "sourceMappingURL file in CSS", files: map[string]string{EntryPath: "import \"./a.css\";\nexport default function App() { return null; }\n", "src/a.css": ".a { color: red }\n/*# sourceMappingURL=file:///etc/passwd */\n"},
+			phases: []Phase{PhaseBuild}, msg: "sourceMappingURL", file: "src/a.css", mark: "/*#"},
+		{name: "require is absent from the globals", files: app(`console.log("require:", typeof (globalThis as any).require, typeof (globalThis as any).module, typeof (globalThis as any).exports); return null;`),
+			phases: []Phase{PhaseDone}, check: consoleHas("require: undefined undefined undefined")},
+		{name: "the module require refuses host modules", files: app(`const r = eval("typeof require === 'function' ? require : null"); return <p>{r ? String(r("child_" + "process")) : "none"}</p>;`),
+			phases: []Phase{PhaseRender}, msg: "not available in the sandbox"},
+		{name: "require of a host module", files: app(`const fs = require("fs"); return <p>{String(fs)}</p>;`), phases: []Phase{PhaseBuild}, msg: "not allowed"},
+		{name: "process", files: app(`return <p>{process.env.HOME}</p>; // MARK`), phases: []Phase{PhaseRender}, msg: "process is not defined", file: EntryPath, mark: "MARK"},
+		{name: "globalThis.constructor", files: app(`const g = (globalThis.constructor as any).constructor("return this")(); console.log("g:", typeof g.process, typeof g.require, typeof g.window, typeof g.Deno); return null;`),
+			phases: []Phase{PhaseDone}, check: consoleHas("g: undefined undefined undefined undefined")},
+		{name: "Function return this", files: app(`const g = Function("return this")(); console.log("names:", Object.getOwnPropertyNames(g).filter((n) => /^[a-z]/.test(n)).sort().join(",")); return null;`),
+			phases: []Phase{PhaseDone}, check: consoleHas("names: clearInterval,clearTimeout,console,decodeURI,decodeURIComponent,encodeURI,encodeURIComponent,escape,eval,fetch,globalThis,isFinite,isNaN,parseFloat,parseInt,queueMicrotask,setInterval,setTimeout,undefined,unescape")},
+		{name: "static import()", files: app(`useEffect(() => { import("node:fs"); }, []); return null;`), phases: []Phase{PhaseBuild}, msg: "not allowed"},
+		{name: "dynamic import()", files: app(`const [m] = useState("f" + "s"); useEffect(() => { import(m).then(() => console.log("loaded")); }, [m]); return null;`),
+			phases: []Phase{PhaseEffects}, msg: "not available in the sandbox"},
+		{name: "network", files: app(`const [s, setS] = useState("loading"); useEffect(() => { fetch("https://example.com/").then(() => setS("fetched")); }, []); return <p>{s}</p>;`),
+			phases: []Phase{PhaseDone}, check: func(t *testing.T, res *Result) {
+				if res.Render.TextLength != len("loading") {
+					t.Errorf("fetch settled: text length %d", res.Render.TextLength)
+				}
+			}},
+		{name: "XMLHttpRequest", files: app(`const x = new XMLHttpRequest(); return <p>{String(x)}</p>;`), phases: []Phase{PhaseRender}, msg: "XMLHttpRequest is not defined",
+			check: func(t *testing.T, res *Result) {
+				if res.Error.Note == "" {
+					t.Error("no environment note")
+				}
+			}},
+		{name: "real clock", files: app(`const C: any = Object.getPrototypeOf(new Date()).constructor; console.log("t:", Date.now(), new Date().getTime(), new C().getTime(), typeof performance); return null;`),
+			phases: []Phase{PhaseDone}, check: consoleHas("t: 1704099600000 1704099600000 1704099600000 undefined")},
+		{name: "throw in render", files: app(`throw new Error("render broke"); // MARK`), phases: []Phase{PhaseRender}, msg: "Error: render broke", file: EntryPath, mark: "MARK"},
+		{name: "throw in effect", files: app(`useEffect(() => {
+    throw new TypeError("effect broke"); // MARK
+  }, []);
+  return <p>x</p>;`), phases: []Phase{PhaseEffects}, msg: "TypeError: effect broke", file: EntryPath, mark: "MARK"},
+		{name: "throw in interval", files: app(`useEffect(() => { const id = setInterval(() => { throw new Error("tick broke"); /* MARK */ }, 1000); return () => clearInterval(id); }, []);
+  return <p>x</p>;`), phases: []Phase{PhaseEffects}, msg: "tick broke", file: EntryPath, mark: "MARK"},
+		{name: "throw in click handler", files: app(`return <button onClick={() => {
+    throw new Error("click broke"); // MARK
+  }}>go</button>;`), phases: []Phase{PhaseEvents}, msg: "click broke", file: EntryPath, mark: "MARK"},
+		{name: "infinite loop in click handler", files: app(`return <button onClick={() => { for (;;) {} }}>go</button>;`), phases: []Phase{PhaseTimeout}},
+		{name: "throw in helper module", files: helper, phases: []Phase{PhaseRender}, msg: "helper exploded", file: "src/util.ts", mark: "MARK"},
+		{name: "unhandled rejection", files: app(`useEffect(() => { Promise.reject(new Error("nobody caught me")); }, []); return null;`), phases: []Phase{PhaseEffects}, msg: "unhandled promise rejection: Error: nobody caught me"},
+		{name: "syntax error", files: map[string]string{EntryPath: "export default function App() {\n  return <p>{1 +}</p>;\n}\n"}, phases: []Phase{PhaseBuild}, file: EntryPath, mark: "{1 +}"},
+		{name: "forbidden unused import", files: map[string]string{EntryPath: "import fs from \"fs\";\nexport default function App() { return null; }\n"}, phases: []Phase{PhaseBuild}, msg: `import "fs" is not allowed`, file: EntryPath, mark: "import fs"},
+		{name: "import leaving the snippet", files: map[string]string{EntryPath: "import x from \"../../etc/passwd\";\nexport default function App() { return <p>{String(x)}</p>; }\n"}, phases: []Phase{PhaseBuild}, msg: "leaves the snippet"},
+		{name: "missing default export", files: map[string]string{EntryPath: "export function App() { return null; }\n"}, phases: []Phase{PhaseLoad}, msg: "no default export"},
+		{name: "CSS syntax error", files: map[string]string{EntryPath: "import \"./styles.css\";\nexport default function App() { return null; }\n", "src/styles.css": ".a { color: red;\n.b { color: }\n"}, phases: []Phase{PhaseBuild}, file: "src/styles.css"},
+		{name: "window", files: app(`window.alert("hi"); return null;`), phases: []Phase{PhaseRender}, msg: "window is not defined",
+			check: func(t *testing.T, res *Result) {
+				if !strings.Contains(res.Error.Note, "no DOM") {
+					t.Errorf("note %q", res.Error.Note)
+				}
+			}},
+		{name: "Intl is an environment gap", files: app(`return <p>{new Intl.NumberFormat("en").format(3)}</p>;`), phases: []Phase{PhaseRender}, msg: "Intl is not defined",
+			check: func(t *testing.T, res *Result) {
+				if !strings.Contains(res.Error.Note, "goja") {
+					t.Errorf("note %q", res.Error.Note)
+				}
+			}},
+		{name: "async generators are lowered", files: app(`const [n, setN] = useState(0);
+  useEffect(() => { (async () => { async function* g() { yield 1; yield 2; } let s = 0; for await (const v of g()) s += v; setN(s); })(); }, []);
+  return <p>{"sum " + n}</p>;`), phases: []Phase{PhaseDone}, check: func(t *testing.T, res *Result) {
+			if res.Render.TextLength != len("sum 3") {
+				t.Errorf("text length %d, want %d", res.Render.TextLength, len("sum 3"))
+			}
+		}},
+		{name: "room SDK storage", files: map[string]string{EntryPath: `import { useStoredState, storage } from "@roomrelay/sdk";
+export default function App() {
+  const [n, setN] = useStoredState("count", 0);
+  storage.keys().then((k) => console.log("keys:", k.join(",")));
+  return <button onClick={() => setN(n + 1)}>{"count " + n}</button>;
+}
+`}, phases: []Phase{PhaseDone}, check: consoleHas("keys: count")},
+	}
+}
+
+func TestHostileSnippets(t *testing.T) {
+	p := newTestPool(t, nil)
+	pid := os.Getpid()
+	cases := hostileCases()
+	if len(cases) < 25 {
+		t.Fatalf("only %d hostile cases", len(cases))
+	}
+	t.Run("cases", func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				res := smoke(t, p, tc.files)
+				t.Logf("%s | console %q", res.Summary(), res.Console)
+				ok := false
+				for _, ph := range tc.phases {
+					ok = ok || res.Phase == ph
+				}
+				if !ok {
+					t.Fatalf("phase %q, want one of %v: %s", res.Phase, tc.phases, res.Summary())
+				}
+				if res.OK != (res.Phase == PhaseDone) {
+					t.Errorf("ok=%v with phase %s", res.OK, res.Phase)
+				}
+				if !res.OK && (res.Error == nil || res.Error.Message == "") {
+					t.Fatalf("failure without a message")
+				}
+				if tc.msg != "" && !strings.Contains(res.Error.Message, tc.msg) {
+					t.Errorf("message %q does not contain %q", res.Error.Message, tc.msg)
+				}
+				if tc.file != "" {
+					if res.Error.File != tc.file {
+						t.Errorf("error file %q, want %q (stack %s)", res.Error.File, tc.file, res.Error.Stack)
+					}
+					if tc.mark != "" {
+						if want := lineOf(tc.files[tc.file], tc.mark); res.Error.Line != want {
+							t.Errorf("error line %d, want %d (stack %s)", res.Error.Line, want, res.Error.Stack)
+						}
+					}
+					if res.Error.Column < 1 {
+						t.Errorf("error column %d", res.Error.Column)
+					}
+				}
+				if tc.check != nil {
+					tc.check(t, res)
+				}
+			})
+		}
+	})
+	if os.Getpid() != pid {
+		t.Fatal("pid changed")
+	}
+	// The pool still serves a clean snippet after all of that.
+	if res := smoke(t, p, exampleFiles(t)); !res.OK {
+		t.Fatalf("clean snippet after the hostile ones: %s", res.Summary())
+	}
+	t.Logf("pool stats after the hostile table: %+v", p.Stats())
+}
+
+// TestPrototypePoisoningDoesNotLeak runs a poisoning snippet and then a
+// clean one in the same worker process: each run has a fresh runtime.
+func TestPrototypePoisoningDoesNotLeak(t *testing.T) {
+	p := newTestPool(t, func(c *Config) { c.Workers = 1 })
+	poison := app(`Array.prototype.map = function () { return ["pwned"]; } as any;
+  Object.prototype.toString = () => "pwned"; (JSON as any).stringify = () => "pwned";
+  return <ul>{[1, 2].map((n) => <li key={n}>{n}</li>)}</ul>;`)
+	smoke(t, p, poison)
+	clean := app(`return <ul>{["a", "b", "c"].map((s) => <li key={s}>{s}</li>)}</ul>;`)
+	res := smoke(t, p, clean)
+	if !res.OK || res.Render.Elements["li"] != 3 || res.Render.TextLength != 3 {
+		t.Fatalf("clean snippet after poisoning: %s %+v", res.Summary(), res.Render)
+	}
+	if st := p.Stats(); st.Spawned != 1 {
+		t.Fatalf("want both runs in one worker, spawned %d", st.Spawned)
+	}
+}

@@ -96,16 +96,16 @@ func Build(files map[string]string) (*Bundle, error) {
 		return nil, &BuildError{Messages: []Message{{Text: EntryPath + " is missing: it is the snippet's entry point"}}}
 	}
 	res := api.Build(api.BuildOptions{
-		EntryPoints:     []string{EntryPath},
-		Bundle:          true,
-		Write:           false,
-		Outdir:          "out",
-		Format:          api.FormatCommonJS,
-		Platform:        api.PlatformNeutral,
-		Target:          api.ES2022,
+		EntryPoints: []string{EntryPath},
+		Bundle:      true,
+		Write:       false,
+		Outdir:      "out",
+		Format:      api.FormatCommonJS,
+		Platform:    api.PlatformNeutral,
+		Target:      api.ES2022,
 		// goja lacks async generators, for-await and import(); esbuild
 		// lowers them (import() to a require that the sandbox refuses).
-		Supported: map[string]bool{"async-generator": false, "for-await": false, "dynamic-import": false},
+		Supported:       map[string]bool{"async-generator": false, "for-await": false, "dynamic-import": false},
 		JSX:             api.JSXAutomatic,
 		JSXImportSource: "react",
 		Sourcemap:       api.SourceMapExternal,

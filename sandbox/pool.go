@@ -47,8 +47,10 @@ type PoolStats struct {
 	Recycled int `json:"recycled"` // retired after a limit or RecycleAfter runs
 	Reaped   int `json:"reaped"`   // exited after IdleTimeout
 	Live     int `json:"live"`
-	// WorkerRSS is the resident size each live worker last reported.
-	WorkerRSS []int64 `json:"worker_rss,omitempty"`
+	// WorkerPIDs and WorkerRSS (the resident size each last reported)
+	// describe the live workers.
+	WorkerPIDs []int   `json:"worker_pids,omitempty"`
+	WorkerRSS  []int64 `json:"worker_rss,omitempty"`
 }
 
 // NewPool returns a pool; workers start with the first SmokeRun. The React
@@ -84,8 +86,9 @@ func (p *Pool) Stats() PoolStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Live = len(p.workers)
-	s.WorkerRSS = nil
+	s.WorkerPIDs, s.WorkerRSS = nil, nil
 	for w := range p.workers {
+		s.WorkerPIDs = append(s.WorkerPIDs, w.pid)
 		s.WorkerRSS = append(s.WorkerRSS, w.rss)
 	}
 	return s
@@ -149,11 +152,14 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 		return res, nil
 	}
 	w.runs++
+	recycle := resp.Recycle || w.runs >= p.cfg.RecycleAfter
+	p.mu.Lock()
 	w.rss = resp.RSSBytes
-	if resp.Recycle || w.runs >= p.cfg.RecycleAfter {
-		p.mu.Lock()
+	if recycle {
 		p.stats.Recycled++
-		p.mu.Unlock()
+	}
+	p.mu.Unlock()
+	if recycle {
 		w.shutdown(p.cfg.KillGrace)
 		p.forget(w)
 	} else {
@@ -295,8 +301,8 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 		p.forget(w)
 		return nil, fmt.Errorf("start sandbox worker: %w (stderr: %s)", err, truncate(strings.TrimSpace(w.stderr.String()), 500))
 	}
-	w.rss = resp.RSSBytes
 	p.mu.Lock()
+	w.rss = resp.RSSBytes
 	p.limits = resp.Limits
 	p.mu.Unlock()
 	p.log.Debug("sandbox worker started", "pid", w.pid, "limits", resp.Limits)

@@ -1,0 +1,107 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+)
+
+// benchCorpus is the snippet corpus shared with the Node harness in
+// bench/sandbox: the standup-timer example and bench/sandbox/corpus/*.
+func benchCorpus(tb testing.TB) (names []string, corpus map[string]map[string]string) {
+	tb.Helper()
+	dirs := map[string]string{"standup-timer": "../examples/standup-timer"}
+	entries, err := os.ReadDir("../bench/sandbox/corpus")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, e := range entries {
+		dirs[e.Name()] = filepath.Join("../bench/sandbox/corpus", e.Name())
+	}
+	corpus = map[string]map[string]string{}
+	for name, dir := range dirs {
+		files, err := ReadSnippetDir(dir)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		corpus[name] = files
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, corpus
+}
+
+func TestCorpusPasses(t *testing.T) {
+	names, corpus := benchCorpus(t)
+	for _, n := range names {
+		if res := smokeInProcess(t, corpus[n]); !res.OK {
+			t.Errorf("%s: %s", n, res.Summary())
+		}
+	}
+}
+
+func BenchmarkTransform(b *testing.B) {
+	names, corpus := benchCorpus(b)
+	for _, n := range names {
+		b.Run(n, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Build(corpus[n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSmokeRunInProcess is the engine alone: build, fresh runtime,
+// React load, render, effects, clicks.
+func BenchmarkSmokeRunInProcess(b *testing.B) {
+	names, corpus := benchCorpus(b)
+	lib := testLibraries(b)
+	for _, n := range names {
+		b.Run(n, func(b *testing.B) {
+			for b.Loop() {
+				res, _ := smokeFiles(lib, corpus[n], testLimits)
+				if !res.OK {
+					b.Fatal(res.Summary())
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSmokeRunWarm goes through the pool to a warm worker process.
+func BenchmarkSmokeRunWarm(b *testing.B) {
+	names, corpus := benchCorpus(b)
+	p := newTestPool(b, func(c *Config) { c.Workers = 1; c.RecycleAfter = 1 << 30 })
+	for _, n := range names {
+		b.Run(n, func(b *testing.B) {
+			smoke(b, p, corpus[n])
+			for b.Loop() {
+				if res := smoke(b, p, corpus[n]); !res.OK {
+					b.Fatal(res.Summary())
+				}
+			}
+			st := p.Stats()
+			if len(st.WorkerRSS) == 1 {
+				b.ReportMetric(mib(st.WorkerRSS[0]), "worker-RSS-MiB")
+			}
+		})
+	}
+}
+
+// BenchmarkSmokeRunCold starts a new worker process for every run (spawn,
+// compile React, build, run).
+func BenchmarkSmokeRunCold(b *testing.B) {
+	files := exampleFiles(b)
+	p := newTestPool(b, func(c *Config) { c.Workers = 1; c.RecycleAfter = 1 })
+	for b.Loop() {
+		if res := smoke(b, p, files); !res.OK {
+			b.Fatal(res.Summary())
+		}
+	}
+	if st := p.Stats(); st.Spawned < b.N {
+		b.Fatalf("spawned %d workers for %d runs", st.Spawned, b.N)
+	}
+}

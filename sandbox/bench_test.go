@@ -35,9 +35,11 @@ func benchCorpus(tb testing.TB) (names []string, corpus map[string]map[string]st
 func TestCorpusPasses(t *testing.T) {
 	names, corpus := benchCorpus(t)
 	for _, n := range names {
-		if res := smokeInProcess(t, corpus[n]); !res.OK {
+		res := smokeInProcess(t, corpus[n])
+		if !res.OK {
 			t.Errorf("%s: %s", n, res.Summary())
 		}
+		t.Logf("%s: %s", n, res.Summary())
 	}
 }
 

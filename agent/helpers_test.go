@@ -84,7 +84,10 @@ func (h *testHub) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
-	h.auth <- r.Header.Get("Authorization")
+	select { // never block a handler: httptest.Close waits for them
+	case h.auth <- r.Header.Get("Authorization"):
+	default:
+	}
 	if h.status != nil {
 		if code := h.status(n); code != 0 {
 			if code == http.StatusUnauthorized {
@@ -112,7 +115,10 @@ func (h *testHub) serve(w http.ResponseWriter, r *http.Request) {
 		ws.Close()
 		return
 	}
-	h.hellos <- hello
+	select {
+	case h.hellos <- hello:
+	default:
+	}
 	c := &hubConn{t: h.t, ws: ws, n: n, frames: make(chan relay.Frame, 100), done: make(chan struct{})}
 	h.mu.Lock()
 	h.all = append(h.all, c)
@@ -327,7 +333,7 @@ func fileMode(t *testing.T, path string) os.FileMode {
 
 // ---- a fake clock ----
 
-// fakeClock moves only when the test says so. Advance moves the wall and the
+// fakeClock moves only when the test says so; its timers fire only in Advance. Advance moves the wall and the
 // monotonic clock together; JumpWall moves only the wall clock, as a wake
 // from sleep does.
 type fakeClock struct {
@@ -359,13 +365,10 @@ func (f *fakeClock) After(d time.Duration) <-chan time.Time { return f.NewTimer(
 
 func (f *fakeClock) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
+	// Even a zero timer waits for the test's next Advance, so the agent can
+	// never run ahead of the test.
 	t := &fakeTimer{clk: f, c: make(chan time.Time, 1), at: f.mono + d}
-	if d <= 0 {
-		t.fired = true
-		t.c <- f.wall
-	} else {
-		f.timers = append(f.timers, t)
-	}
+	f.timers = append(f.timers, t)
 	f.mu.Unlock()
 	f.created <- d
 	return t

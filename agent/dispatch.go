@@ -81,15 +81,20 @@ func (a *Agent) handle(first delivery, c *call) {
 	// arriving after this finds the stored result in the dedupe store.
 	waiters := c.waiters
 	delete(a.calls, c.cmd.ID)
-	a.inflight--
-	n := a.inflight
 	a.dmu.Unlock()
-	a.setStatus(func(st *Status) { st.InFlight = n })
 
 	a.answer(first, res)
 	for _, w := range waiters {
 		a.answer(w, a.forDuplicate(c.cmd, w.cmd, res))
 	}
+
+	// Only now is the command out of flight: shutdown waits for this, so
+	// the results above are queued before the close frame.
+	a.dmu.Lock()
+	a.inflight--
+	n := a.inflight
+	a.dmu.Unlock()
+	a.setStatus(func(st *Status) { st.InFlight = n })
 }
 
 // forDuplicate returns the result a duplicate delivery gets: the same one,

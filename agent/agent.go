@@ -71,6 +71,7 @@ type Agent struct {
 	calls     map[string]*call
 	inflight  int
 	stopping  bool
+	stopBy    time.Time // end of the shutdown grace
 	store     *dedupeStore
 	cmdCtx    context.Context
 	cmdCancel context.CancelFunc
@@ -258,6 +259,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.dmu.Unlock()
 	defer a.cmdCancel()
 
+	a.held.Store(false) // a sleep announced while not running is over
 	a.log.Info("agent starting", "hub", a.cfg.HubURL, "device", a.cfg.DeviceID, "version", a.cfg.Version)
 	var wg sync.WaitGroup
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -296,10 +298,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 // results are stored for a redelivery even if no session can carry them),
 // then cancels them and waits as long again.
 func (a *Agent) finishCommands() {
-	a.dmu.Lock()
-	a.stopping = true
-	a.dmu.Unlock()
-	if !a.waitIdle(a.cfg.ShutdownGrace) {
+	if !a.waitIdle(a.beginStopping()) {
 		a.log.Warn("cancelling in-flight commands at shutdown", "in_flight", a.inFlight())
 	}
 	a.cmdCancel()
@@ -309,6 +308,18 @@ func (a *Agent) finishCommands() {
 		return
 	}
 	a.cmdWG.Wait()
+}
+
+// beginStopping refuses new commands from now on and returns how much of
+// the shutdown grace is left (one grace in total, wherever it is spent).
+func (a *Agent) beginStopping() time.Duration {
+	a.dmu.Lock()
+	defer a.dmu.Unlock()
+	if !a.stopping {
+		a.stopping = true
+		a.stopBy = time.Now().Add(a.cfg.ShutdownGrace)
+	}
+	return time.Until(a.stopBy)
 }
 
 func (a *Agent) inFlight() int {

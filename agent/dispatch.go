@@ -136,7 +136,7 @@ func (a *Agent) execute(c *call) *relay.Result {
 	ctx, cancel := context.WithTimeout(a.cmdCtx, cmd.Deadline.Sub(now))
 	defer cancel()
 	if a.cfg.Guard != nil {
-		if err := a.cfg.Guard(ctx, cmd); err != nil {
+		if err := runGuard(ctx, a.cfg.Guard, cmd); err != nil {
 			var re *relay.Error
 			if !errors.As(err, &re) {
 				re = relay.Errorf(relay.CodeCommandNotAllowed, "%v", err)
@@ -201,6 +201,16 @@ func runHandler(ctx context.Context, h Handler, cmd *relay.Command) (val any, er
 		}
 	}()
 	return h(ctx, cmd)
+}
+
+// runGuard asks the guard; a panic there denies the command.
+func runGuard(ctx context.Context, g func(context.Context, *relay.Command) error, cmd *relay.Command) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = relay.Errorf(relay.CodeInternal, "the device's policy check failed (%v); not run", p)
+		}
+	}()
+	return g(ctx, cmd)
 }
 
 // result builds the wire result of a handler run.

@@ -30,7 +30,7 @@ const waitFor = 10 * time.Second
 // the test: it answers each dial with an HTTP status or an upgrade, reads
 // hello, optionally sends welcome, and hands the connection to the test.
 type testHub struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	dials atomic.Int32
@@ -48,7 +48,7 @@ type testHub struct {
 }
 
 type hubConn struct {
-	t      *testing.T
+	t      testing.TB
 	ws     *websocket.Conn
 	n      int
 	frames chan relay.Frame
@@ -57,7 +57,7 @@ type hubConn struct {
 	frozen atomic.Bool
 }
 
-func newTestHub(t *testing.T) *testHub {
+func newTestHub(t testing.TB) *testHub {
 	t.Helper()
 	h := &testHub{
 		t:      t,
@@ -139,7 +139,7 @@ func (h *testHub) serve(w http.ResponseWriter, r *http.Request) {
 func (h *testHub) url() string { return h.srv.URL }
 
 // next returns the next connection that got past hello.
-func (h *testHub) next(t *testing.T) *hubConn {
+func (h *testHub) next(t testing.TB) *hubConn {
 	t.Helper()
 	select {
 	case c := <-h.conns:
@@ -187,7 +187,7 @@ func (c *hubConn) closeWith(code int, reason string) {
 }
 
 // frame returns the next frame the agent sent on this connection.
-func (c *hubConn) frame(t *testing.T) relay.Frame {
+func (c *hubConn) frame(t testing.TB) relay.Frame {
 	t.Helper()
 	select {
 	case f := <-c.frames:
@@ -207,7 +207,7 @@ func (c *hubConn) frame(t *testing.T) relay.Frame {
 }
 
 // result returns the next result frame, skipping events.
-func (c *hubConn) result(t *testing.T) *relay.Result {
+func (c *hubConn) result(t testing.TB) *relay.Result {
 	t.Helper()
 	for {
 		if r, ok := c.frame(t).(*relay.Result); ok {
@@ -217,7 +217,7 @@ func (c *hubConn) result(t *testing.T) *relay.Result {
 }
 
 // closeCode waits for the connection to end and returns the agent's close code.
-func (c *hubConn) closeCode(t *testing.T) int {
+func (c *hubConn) closeCode(t testing.TB) int {
 	t.Helper()
 	select {
 	case <-c.done:
@@ -241,18 +241,18 @@ func command(id, name string, args string) *relay.Command {
 
 // ---- agents under test ----
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
 
-func newTestAgent(t *testing.T, hub *testHub, dir string, mut func(*Config)) *Agent {
+func newTestAgent(t testing.TB, hub *testHub, dir string, mut func(*Config)) *Agent {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -278,7 +278,7 @@ func newTestAgent(t *testing.T, hub *testHub, dir string, mut func(*Config)) *Ag
 
 // start runs a in the background. stop cancels it and returns Run's error;
 // done is closed when Run returned by itself or not, and err is then valid.
-func start(t *testing.T, a *Agent) (stop func() error, done <-chan struct{}, err func() error) {
+func start(t testing.TB, a *Agent) (stop func() error, done <-chan struct{}, err func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan struct{})
@@ -299,7 +299,7 @@ func start(t *testing.T, a *Agent) (stop func() error, done <-chan struct{}, err
 }
 
 // runResult waits for Run to return by itself.
-func runResult(t *testing.T, done <-chan struct{}, err func() error) error {
+func runResult(t testing.TB, done <-chan struct{}, err func() error) error {
 	t.Helper()
 	select {
 	case <-done:
@@ -311,7 +311,7 @@ func runResult(t *testing.T, done <-chan struct{}, err func() error) error {
 }
 
 // eventually polls cond until it holds or the overall bound passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for !cond() {
@@ -322,7 +322,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func fileMode(t *testing.T, path string) os.FileMode {
+func fileMode(t testing.TB, path string) os.FileMode {
 	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
@@ -433,7 +433,7 @@ func (f *fakeClock) Tick() {
 }
 
 // nextTimer returns the duration of the next timer the agent creates.
-func (f *fakeClock) nextTimer(t *testing.T) time.Duration {
+func (f *fakeClock) nextTimer(t testing.TB) time.Duration {
 	t.Helper()
 	select {
 	case d := <-f.created:

@@ -100,10 +100,7 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 		select {
 		case <-ctx.Done():
 			// Let running commands answer over this socket, then close cleanly.
-			a.dmu.Lock()
-			a.stopping = true
-			a.dmu.Unlock()
-			a.waitIdle(a.cfg.ShutdownGrace)
+			a.waitIdle(a.beginStopping())
 			s.closeGracefully(websocket.CloseNormalClosure, "agent shutting down")
 			return sessionEnd{kind: endShutdown}
 		case <-s.readerDone:

@@ -363,13 +363,13 @@ func TestSilentLossIsNoticedWithinTheReadDeadline(t *testing.T) {
 
 func TestHeartbeatKeepsAQuietConnectionUp(t *testing.T) {
 	hub := newTestHub(t)
-	hub.heartbeatMS.Store(20)
+	hub.heartbeatMS.Store(100)
 	a := newTestAgent(t, hub, "", nil)
 	start(t, a)
 	c1 := hub.next(t)
-	// Let many read deadlines (50 ms) pass with only pings and pongs.
-	for range 20 {
-		time.Sleep(20 * time.Millisecond)
+	// Let several read deadlines (250 ms) pass with only pings and pongs.
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
 		select {
 		case <-c1.done:
 			t.Fatalf("connection ended: %v", c1.err)
@@ -589,5 +589,39 @@ func TestBackoffMax(t *testing.T) {
 	}
 	if got := b.Max(1000); got != 60*time.Second {
 		t.Errorf("Max(1000) = %v (overflow?)", got)
+	}
+}
+
+func TestAnnounceSleepWhileOfflineHoldsUntilWake(t *testing.T) {
+	hub := newTestHub(t)
+	hub.status = func(n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })
+	start(t, a)
+	clk.nextTimer(t) // backing off after dial 1
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := a.AnnounceSleep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "sleeping state", func() bool { return a.Status().State == StateSleeping })
+	clk.Advance(time.Hour) // the backoff timer would have fired by now
+	if n := hub.dials.Load(); n != 1 {
+		t.Fatalf("dials while held = %d, want 1", n)
+	}
+	clk.JumpWall(8 * time.Hour) // woke up
+	clk.Tick()
+	hub.next(t)
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+}
+
+func TestReadStatusFileMissing(t *testing.T) {
+	if _, err := ReadStatusFile(t.TempDir()); err == nil {
+		t.Fatal("no error for a missing status file")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"regexp"
 	"runtime/metrics"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -826,14 +825,4 @@ func summarize(vm *goja.Runtime, tree goja.Value) *RenderSummary {
 	}
 	walk(tree, 0)
 	return s
-}
-
-// sortedKeys is used for stable output in reports.
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

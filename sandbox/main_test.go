@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -14,6 +16,9 @@ const workerMarker = "roomrelay-sandbox-test-worker"
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == workerMarker {
 		os.Exit(WorkerMain(context.Background(), os.Stdin, os.Stdout))
+	}
+	if len(os.Args) > 2 && os.Args[len(os.Args)-2] == dyingWorkerMarker {
+		dyingWorker(os.Args[len(os.Args)-1])
 	}
 	os.Exit(m.Run())
 }
@@ -51,4 +56,32 @@ func smoke(t testing.TB, p *Pool, files map[string]string) *Result {
 		t.Fatalf("SmokeRun: %v", err)
 	}
 	return res
+}
+
+// dyingWorkerMarker makes the test binary a worker that answers the init
+// message and then dies on the first request the way mode says, so the
+// pool's reading of a dead worker is tested against a real process.
+const dyingWorkerMarker = "roomrelay-sandbox-test-dying-worker"
+
+func dyingWorker(mode string) {
+	dec := json.NewDecoder(os.Stdin)
+	var req workerRequest
+	if dec.Decode(&req) != nil {
+		os.Exit(1)
+	}
+	json.NewEncoder(os.Stdout).Encode(workerResponse{Ready: true, Limits: "none"})
+	if dec.Decode(&req) != nil {
+		os.Exit(1)
+	}
+	switch mode {
+	case "oom":
+		fmt.Fprintln(os.Stderr, "fatal error: runtime: out of memory")
+		os.Exit(2)
+	case "panic":
+		panic("worker bug")
+	case "garbage":
+		fmt.Println("this is not JSON")
+		select {}
+	}
+	os.Exit(1)
 }

@@ -138,8 +138,21 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 	p.mu.Unlock()
 
 	resp, err := w.do(ctx, workerRequest{ID: id, Files: files}, p.cfg.Timeout+p.cfg.KillGrace)
-	if err == nil && resp.ID != id {
-		err = fmt.Errorf("sandbox worker answered request %d, want %d", resp.ID, id)
+	if err == nil && (resp.Error != "" || resp.ID != id) {
+		// A worker that breaks the protocol is not trusted further.
+		w.shutdown(p.cfg.KillGrace)
+		p.forget(w)
+		p.mu.Lock()
+		p.stats.Died++
+		p.mu.Unlock()
+		msg := resp.Error
+		if msg == "" {
+			msg = fmt.Sprintf("answered request %d, want %d", resp.ID, id)
+		}
+		p.log.Warn("sandbox worker protocol error", "pid", w.pid, "err", msg)
+		res := failResult(PhaseCrash, "the sandbox worker misbehaved: %s", msg)
+		res.DurationMS = millis(time.Since(start))
+		return res, nil
 	}
 	if err != nil {
 		w.shutdown(p.cfg.KillGrace)

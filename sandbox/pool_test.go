@@ -191,3 +191,32 @@ func TestDaemonMemoryAfter100Runs(t *testing.T) {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func TestDeadWorkerResults(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		mode  string
+		phase Phase
+		msg   string
+	}{
+		{"oom", PhaseMemory, "memory limit"},
+		{"panic", PhaseCrash, "panic: worker bug"},
+		{"exit", PhaseCrash, "exit status 1"},
+		{"garbage", PhaseCrash, "unreadable response"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			p := newTestPool(t, func(c *Config) { c.WorkerCommand = []string{exe, dyingWorkerMarker, tc.mode} })
+			res := smoke(t, p, exampleFiles(t))
+			if res.OK || res.Phase != tc.phase || !strings.Contains(res.Error.Message, tc.msg) {
+				t.Fatalf("got %s, want phase %s with %q", res.Summary(), tc.phase, tc.msg)
+			}
+			if st := p.Stats(); st.Live != 0 {
+				t.Fatalf("dead worker still counted: %+v", st)
+			}
+		})
+	}
+}

@@ -1,0 +1,329 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+)
+
+// DefaultHubListen is where `roomrelay hub` listens unless told otherwise.
+const DefaultHubListen = "127.0.0.1:7780"
+
+func init() {
+	register(&Command{
+		Name:     "hub",
+		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL]",
+		Summary:  "run the cloud hub: the agents' websocket endpoint and the HTTP API",
+		Help: `The hub stores enrollments and routes commands through NATS: an embedded
+in-process server with JetStream in the data dir by default (no port opened),
+or an external NATS server or cluster with --nats. Its admin token is read from
+--admin-token, ROOMRELAY_ADMIN_TOKEN, or the file admin-token in the data dir
+(created 0600 on first start). Terminate TLS in front of it for non-loopback use.`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			paths := pathFlags(fs, e)
+			listen := fs.String("listen", DefaultHubListen, "HTTP listen `address`")
+			dataDir := fs.String("data-dir", "", "hub data `dir` (default DATA/hub)")
+			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
+			heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
+			node := fs.String("node", "", "node `name` in presence records (default hostname)")
+			adminToken := fs.String("admin-token", "", "admin `token` (default env ROOMRELAY_ADMIN_TOKEN or DATA/hub/admin-token)")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
+				}
+				dir, err := hubDataDir(paths, *dataDir)
+				if err != nil {
+					return err
+				}
+				tok, err := hubAdminToken(e, dir, *adminToken, true)
+				if err != nil {
+					return err
+				}
+				h, err := hub.New(hub.Config{DataDir: dir, Listen: *listen, NATSURL: *natsURL, AdminToken: tok,
+					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger})
+				if err != nil {
+					return err
+				}
+				errc := make(chan error, 1)
+				go func() { errc <- h.Run(ctx) }()
+				select {
+				case <-h.Ready():
+					nats := "embedded NATS in " + filepath.Join(dir, "nats")
+					if *natsURL != "" {
+						nats = "NATS at " + *natsURL
+					}
+					fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s\n", h.URL(), nats, adminTokenSource(e, dir, *adminToken))
+				case err := <-errc:
+					return hubStartErr(err)
+				}
+				if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+					return err
+				}
+				return nil
+			}
+		},
+	})
+
+	register(&Command{
+		Name:     "hub pair",
+		Synopsis: "--project P [--ttl 10m] [--json]",
+		Summary:  "print a one-time pairing code that enrolls a device for a project",
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			c := adminClientFlags(fs, e)
+			project := fs.String("project", "", "project `id` the device is enrolled for (required)")
+			ttl := fs.Duration("ttl", hub.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				if *project == "" || len(args) > 0 {
+					return usagef("--project is required and no arguments are taken")
+				}
+				cl, err := c()
+				if err != nil {
+					return err
+				}
+				pc, err := cl.Pair(ctx, *project, *ttl)
+				if err != nil {
+					return hubCallErr(err)
+				}
+				if *asJSON {
+					return json.NewEncoder(e.Stdout).Encode(pc)
+				}
+				fmt.Fprintf(e.Stdout, "%s\n", pc.Code)
+				fmt.Fprintf(e.Stderr, "pairing code for project %s, single use, expires %s (in %s).\non the device: roomrelay enroll --hub %s --code %s\n",
+					pc.Project, pc.ExpiresAt.Local().Format(time.Kitchen), time.Until(pc.ExpiresAt).Round(time.Second), cl.BaseURL, pc.Code)
+				return nil
+			}
+		},
+	})
+
+	register(&Command{
+		Name:     "hub revoke",
+		Synopsis: "DEVICE",
+		Summary:  "revoke a device: its token stops working and its socket is closed",
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			c := adminClientFlags(fs, e)
+			return func(ctx context.Context, args []string) error {
+				if len(args) != 1 {
+					return usagef("want exactly one device id")
+				}
+				cl, err := c()
+				if err != nil {
+					return err
+				}
+				d, err := cl.Revoke(ctx, args[0])
+				if err != nil {
+					return hubCallErr(err)
+				}
+				fmt.Fprintf(e.Stdout, "revoked %s (%s); it must be enrolled again to connect\n", d.ID, d.Name)
+				return nil
+			}
+		},
+	})
+
+	register(&Command{
+		Name:     "hub devices",
+		Synopsis: "[DEVICE] [--json]",
+		Summary:  "list enrolled devices with their presence, or show one",
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			c := adminClientFlags(fs, e)
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 1 {
+					return usagef("at most one device id")
+				}
+				cl, err := c()
+				if err != nil {
+					return err
+				}
+				var devs []hubclient.Device
+				if len(args) == 1 {
+					d, err := cl.Device(ctx, args[0])
+					if err != nil {
+						return hubCallErr(err)
+					}
+					devs = []hubclient.Device{*d}
+				} else if devs, err = cl.Devices(ctx); err != nil {
+					return hubCallErr(err)
+				}
+				if *asJSON {
+					if len(args) == 1 {
+						return json.NewEncoder(e.Stdout).Encode(devs[0])
+					}
+					return json.NewEncoder(e.Stdout).Encode(hubclient.DeviceList{Devices: devs})
+				}
+				printDevices(e, devs)
+				return nil
+			}
+		},
+	})
+
+	register(&Command{
+		Name:     "hub call",
+		Synopsis: "DEVICE COMMAND --project P [--args JSON] [--timeout 30s]",
+		Summary:  "send one command to a device through the hub and print its result",
+		Help: `Prints the result JSON as the device returned it. Exits 0 when the command
+succeeded and 1 when it failed (the error code is in the JSON).`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			c := adminClientFlags(fs, e)
+			project := fs.String("project", "", "project `id` (required)")
+			argsJSON := fs.String("args", "{}", "command arguments as a JSON `object`")
+			timeout := fs.Duration("timeout", hub.DefaultCommandTimeout, "how long the device may take")
+			id := fs.String("id", "", "command `id` (default: the hub makes one); resending an id returns the stored result")
+			return func(ctx context.Context, args []string) error {
+				if len(args) != 2 || *project == "" {
+					return usagef("want DEVICE COMMAND and --project")
+				}
+				if !json.Valid([]byte(*argsJSON)) {
+					return usagef("--args is not valid JSON")
+				}
+				cl, err := c()
+				if err != nil {
+					return err
+				}
+				res, _, err := cl.Command(ctx, args[0], hubclient.CommandRequest{ID: *id, ProjectID: *project, Name: args[1],
+					Args: json.RawMessage(*argsJSON), TimeoutMS: timeout.Milliseconds()})
+				if err != nil {
+					return hubCallErr(err)
+				}
+				enc := json.NewEncoder(e.Stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+				if !res.OK {
+					return &silentError{code: ExitFailure}
+				}
+				return nil
+			}
+		},
+	})
+}
+
+func printDevices(e *Env, devs []hubclient.Device) {
+	if len(devs) == 0 {
+		fmt.Fprintln(e.Stdout, "no devices enrolled; create a pairing code with `roomrelay hub pair --project P`")
+		return
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tNAME\tSTATE\tSINCE/LAST SEEN\tPROJECTS\tSERVES")
+	for _, d := range devs {
+		state := d.Presence.State
+		when := d.Presence.Since
+		if state == hubclient.StateOffline {
+			when = d.Presence.LastSeen
+		}
+		if d.Revoked {
+			state = "revoked"
+		}
+		w := "-"
+		if !when.IsZero() {
+			w = when.Local().Format(time.DateTime)
+		}
+		var serves []string
+		for _, p := range d.Policy {
+			serves = append(serves, p.Project+":"+strings.Join(p.Commands, ","))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, state, w, strings.Join(d.Projects, ","), strings.Join(serves, " "))
+	}
+	tw.Flush()
+}
+
+func hubDataDir(paths func() (Paths, error), flagDir string) (string, error) {
+	if flagDir != "" {
+		return filepath.Abs(flagDir)
+	}
+	p, err := paths()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(p.Data, "hub"), nil
+}
+
+// hubAdminToken finds the admin token: flag, env, then the data dir file
+// (created when create is set, i.e. by the hub itself).
+func hubAdminToken(e *Env, dataDir, flagTok string, create bool) (string, error) {
+	if flagTok != "" {
+		return flagTok, nil
+	}
+	if t := e.Getenv("ROOMRELAY_ADMIN_TOKEN"); t != "" {
+		return t, nil
+	}
+	if create {
+		return hub.LoadOrCreateAdminToken(dataDir)
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
+	if err != nil {
+		return "", exitErr(ExitUsage, fmt.Errorf("no admin token: pass --admin-token, set ROOMRELAY_ADMIN_TOKEN, or run this on the hub's machine (looked in %s): %w", dataDir, err))
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func adminTokenSource(e *Env, dir, flagTok string) string {
+	switch {
+	case flagTok != "":
+		return "--admin-token"
+	case e.Getenv("ROOMRELAY_ADMIN_TOKEN") != "":
+		return "ROOMRELAY_ADMIN_TOKEN"
+	}
+	return filepath.Join(dir, "admin-token")
+}
+
+// adminClientFlags adds the flags every admin command shares and returns a
+// constructor for the client.
+func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error) {
+	paths := pathFlags(fs, e)
+	hubURL := fs.String("hub", envOr(e.Getenv, "ROOMRELAY_HUB", "http://"+DefaultHubListen), "hub `url` (env ROOMRELAY_HUB)")
+	dataDir := fs.String("data-dir", "", "the hub's data `dir`, to read its admin-token file (default DATA/hub)")
+	tok := fs.String("admin-token", "", "admin `token` (default env ROOMRELAY_ADMIN_TOKEN or the hub's admin-token file)")
+	return func() (*hubclient.Client, error) {
+		dir, err := hubDataDir(paths, *dataDir)
+		if err != nil {
+			return nil, err
+		}
+		t, err := hubAdminToken(e, dir, *tok, false)
+		if err != nil {
+			return nil, err
+		}
+		return hubclient.New(*hubURL, t), nil
+	}
+}
+
+// hubCallErr turns a hub client error into a message with what to do.
+func hubCallErr(err error) error {
+	var ae *hubclient.APIError
+	if errors.As(err, &ae) {
+		switch ae.Status {
+		case 401:
+			return exitErr(ExitUsage, fmt.Errorf("%w (check the admin token)", err))
+		case 404:
+			return exitErr(ExitFailure, err)
+		}
+		return err
+	}
+	var ne net.Error
+	var oe *net.OpError
+	if errors.As(err, &oe) || errors.As(err, &ne) {
+		return exitErr(ExitUnavailable, fmt.Errorf("cannot reach the hub: %w (is `roomrelay hub` running, and is --hub right?)", err))
+	}
+	return err
+}
+
+func hubStartErr(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "listen" {
+		return exitErr(ExitUnavailable, fmt.Errorf("%w (another hub running? choose another --listen)", err))
+	}
+	return err
+}
+

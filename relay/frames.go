@@ -104,3 +104,19 @@ func (*Result) FrameType() string  { return TypeResult }
 func (*Cancel) FrameType() string  { return TypeCancel }
 func (*Event) FrameType() string   { return TypeEvent }
 func (*Drain) FrameType() string   { return TypeDrain }
+
+// ProposalDecided is the Data of a proposal_decided event: the owner approved
+// or declined a proposal on the device.
+type ProposalDecided struct {
+	ProposalID string    `json:"proposal_id"`
+	Project    string    `json:"project"`
+	RoomID     string    `json:"room_id"`
+	State      string    `json:"state"` // approved or declined
+	InstanceID string    `json:"instance_id,omitempty"`
+	DecidedAt  time.Time `json:"decided_at"`
+}
+
+// PolicyChanged is the Data of a policy_changed event.
+type PolicyChanged struct {
+	Policy []ProjectPolicy `json:"policy"`
+}

@@ -326,4 +326,3 @@ func hubStartErr(err error) error {
 	}
 	return err
 }
-

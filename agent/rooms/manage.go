@@ -35,6 +35,11 @@ type Room struct {
 // CreateProject records a project (its id comes from enrollment). Creating
 // an existing id again is allowed and keeps the first record.
 func (s *Store) CreateProject(ctx context.Context, id, name string) (Project, error) {
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return Project{}, err
+	}
+	defer unlock()
 	if id == "" {
 		return Project{}, fmt.Errorf("rooms: create project: empty id")
 	}
@@ -95,8 +100,13 @@ func (s *Store) CreateRoom(ctx context.Context, nr NewRoom) (Room, error) {
 	if nr.ID == "" {
 		nr.ID = newID("room_")
 	}
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return Room{}, err
+	}
+	defer unlock()
 	now := s.now()
-	_, err := s.db.ExecContext(ctx,
+	_, err = s.db.ExecContext(ctx,
 		`INSERT INTO rooms (id, project_id, name, created_at)
 		 SELECT ?, id, ?, ? FROM projects WHERE id = ?`, nr.ID, nr.Name, ms(now), nr.ProjectID)
 	if err != nil {
@@ -187,6 +197,11 @@ func (s *Store) AddApp(ctx context.Context, na NewApp) (string, error) {
 		}
 		config = string(na.Config)
 	}
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("rooms: add app: %w", err)
@@ -284,6 +299,11 @@ func (s *Store) insertApp(ctx context.Context, tx *sql.Tx, a appRow, files map[s
 // execApp runs a statement that must touch exactly one row of an existing
 // app; it reports not_found otherwise.
 func (s *Store) execApp(ctx context.Context, what, instanceID, query string, args ...any) error {
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	r, err := s.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "FOREIGN KEY") {

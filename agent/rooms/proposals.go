@@ -157,6 +157,11 @@ func (s *Store) CreateProposal(ctx context.Context, np NewProposal) (Proposal, b
 	if np.ContentHash != "" && np.ContentHash != hash {
 		return Proposal{}, false, fmt.Errorf("rooms: create proposal: content hash %q does not match the files (%q)", np.ContentHash, hash)
 	}
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return Proposal{}, false, err
+	}
+	defer unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Proposal{}, false, fmt.Errorf("rooms: create proposal: %w", err)
@@ -273,6 +278,11 @@ func (d ProposalDetail) SortedPaths() []string {
 // (ErrContentChanged), so approving one set of files can never create an app
 // from another.
 func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Proposal, error) {
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return Proposal{}, err
+	}
+	defer unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w", id, err)
@@ -327,6 +337,11 @@ func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Pr
 // DeclineProposal discards a pending proposal's files. The proposal row stays
 // so its idempotency key remains spent.
 func (s *Store) DeclineProposal(ctx context.Context, id string) (Proposal, error) {
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return Proposal{}, err
+	}
+	defer unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("rooms: decline proposal %q: %w", id, err)

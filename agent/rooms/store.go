@@ -89,6 +89,11 @@ type Store struct {
 	db  *sql.DB
 	log *slog.Logger
 	now func() time.Time
+	// wsem serialises this process's writers. SQLite's busy handler polls
+	// and is not fair, so a steady writer could starve another past
+	// busy_timeout; queueing here first leaves busy_timeout to arbitrate
+	// only between processes.
+	wsem chan struct{}
 }
 
 var (
@@ -129,7 +134,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	// A few connections: WAL lets reads run beside the single writer.
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(2)
-	s := &Store{db: db, log: logger, now: time.Now}
+	s := &Store{db: db, log: logger, now: time.Now, wsem: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -239,6 +244,17 @@ func (s *Store) IntegrityCheck(ctx context.Context) error {
 		return fmt.Errorf("%w: %s", ErrCorrupt, strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// lockWrite waits for this process's write turn; call the returned func to
+// give it up.
+func (s *Store) lockWrite(ctx context.Context) (func(), error) {
+	select {
+	case s.wsem <- struct{}{}:
+		return func() { <-s.wsem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("rooms: wait to write: %w", ctx.Err())
+	}
 }
 
 // newID returns prefix followed by 16 random hex digits.

@@ -12,6 +12,9 @@
 // rotation keeps a few files; a manifest records the hash the oldest kept
 // file chains to (the anchor), so what is kept still verifies.
 //
+// One process (the agent) appends; others (the CLI) only read, with Query
+// and Verify. Appends within that process are serialised by a mutex.
+//
 // The chain proves order and completeness against accidents and naive
 // edits. Someone who can write the files can also recompute every hash; the
 // log cannot defend against that on its own.

@@ -118,8 +118,10 @@ type Build struct {
 	Summary   string    `json:"summary,omitempty"`
 }
 
+// roomNotFound is word for word what the allowlist answers for a room the
+// owner did not list, so a caller cannot tell a hidden room from a missing one.
 func roomNotFound(roomID string) error {
-	return relay.Errorf(relay.CodeNotFound, "no local room %q in this project", roomID)
+	return relay.RoomNotFound(roomID)
 }
 
 // ReadRoom returns the Room's identity, its number of apps and of proposals

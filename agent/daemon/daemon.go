@@ -1,0 +1,254 @@
+// Package daemon assembles the device agent: it opens the local Room store,
+// loads the owner's allowlist, wires the policy guard, the audit log and the
+// room command handlers into an agent.Agent, and runs the housekeeping loop
+// that reloads the policy when its file changes and tells the hub about the
+// owner's review decisions. `roomrelay run` and the demo both use it.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roomrelay/roomrelay/agent"
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/allowlist"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/sandbox"
+)
+
+// File names inside the directories the daemon is given.
+const (
+	PolicyFile = "policy"   // in ConfigDir
+	RoomsDB    = "rooms.db" // in DataDir
+	AuditDir   = "audit"    // in StateDir
+)
+
+// SmokeRunner runs a snippet in the sandbox (a *sandbox.Pool).
+type SmokeRunner interface {
+	SmokeRun(ctx context.Context, files map[string]string) (*sandbox.Result, error)
+}
+
+// Config is what the CLI hands the daemon.
+type Config struct {
+	ConfigDir, StateDir, DataDir string
+
+	HubURL, DeviceID, Token string
+	Version, OS             string
+
+	// Sandbox smoke-runs approved snippets; nil leaves build state "none"
+	// and answers smoke_run_room_app with sandbox_failed.
+	Sandbox SmokeRunner
+	// EnsureRuntime, when set, is called before a smoke-run so a missing
+	// JS runtime is fetched once instead of failing every run.
+	EnsureRuntime func(ctx context.Context) error
+
+	// Tick is how often the policy file and review decisions are checked
+	// (default 1 s).
+	Tick time.Duration
+	// Agent lets tests adjust the agent's settings (clock, backoff).
+	Agent func(*agent.Config)
+
+	Logger *slog.Logger
+}
+
+// Daemon is one running device agent.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	agent   *agent.Agent
+	store   *rooms.Store
+	audit   *audit.Log
+	limiter *allowlist.Limiter
+
+	policy      atomic.Pointer[allowlist.Policy]
+	policyMu    sync.Mutex // serialises reloads; guards policyStamp
+	policyStamp fileStamp
+
+	decideMu sync.Mutex // one publisher of review decisions at a time
+	denied   sync.Map   // command id -> struct{}: the guard refused it
+}
+
+// Open opens the stores and builds the agent; Run starts it.
+func Open(ctx context.Context, cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = time.Second
+	}
+	for _, d := range []string{cfg.ConfigDir, cfg.StateDir, cfg.DataDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now)}
+	if err := d.reloadPolicy(); err != nil {
+		return nil, err
+	}
+	store, err := rooms.Open(ctx, filepath.Join(cfg.DataDir, RoomsDB), cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("open local rooms: %w", err)
+	}
+	d.store = store
+	al, err := audit.Open(filepath.Join(cfg.StateDir, AuditDir), audit.Options{})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	d.audit = al
+	acfg := agent.Config{
+		HubURL: cfg.HubURL, DeviceID: cfg.DeviceID, Token: cfg.Token, StateDir: cfg.StateDir,
+		Version: cfg.Version, OS: cfg.OS, Logger: cfg.Logger,
+		Policy: func() []relay.ProjectPolicy { return d.policy.Load().Summary() },
+		Guard:  d.guard,
+		Audit:  d.record,
+	}
+	if cfg.Agent != nil {
+		cfg.Agent(&acfg)
+	}
+	a, err := agent.New(acfg)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.agent = a
+	d.registerHandlers()
+	return d, nil
+}
+
+// Agent is the underlying connection agent (status, sleep announcements).
+func (d *Daemon) Agent() *agent.Agent { return d.agent }
+
+// Store is the local Room store, for the demo and tests.
+func (d *Daemon) Store() *rooms.Store { return d.store }
+
+// Audit is the audit log.
+func (d *Daemon) Audit() *audit.Log { return d.audit }
+
+// Policy is the policy in force.
+func (d *Daemon) Policy() *allowlist.Policy { return d.policy.Load() }
+
+// Run runs the agent and the housekeeping loop until ctx ends. It returns
+// the agent's error (agent.ErrNeedsEnrollment when the hub refused the token).
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.housekeep(ctx)
+	}()
+	err := d.agent.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// Close releases the stores. Call after Run returned.
+func (d *Daemon) Close() error {
+	var errs []error
+	if d.audit != nil {
+		errs = append(errs, d.audit.Close())
+	}
+	if d.store != nil {
+		errs = append(errs, d.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// housekeep reloads the policy when its file changes and publishes review
+// decisions made by the owner (in this or another process: the review CLI
+// and page write the store directly).
+func (d *Daemon) housekeep(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Tick)
+	defer t.Stop()
+	d.publishDecisions(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.Poke(ctx)
+	}
+}
+
+// Poke reloads the policy if its file changed and publishes pending review
+// decisions now, instead of at the next tick.
+func (d *Daemon) Poke(ctx context.Context) {
+	d.policyMu.Lock()
+	changed, err := d.policyChanged()
+	if err == nil && changed {
+		err = d.reloadPolicy()
+	}
+	d.policyMu.Unlock()
+	switch {
+	case err != nil:
+		d.log.Warn("policy file refused; keeping the policy in force", "err", err)
+	case changed:
+		d.announcePolicy(ctx)
+	}
+	d.publishDecisions(ctx)
+}
+
+func (d *Daemon) announcePolicy(ctx context.Context) {
+	sum := d.policy.Load().Summary()
+	d.log.Info("policy reloaded", "projects", len(sum))
+	data, _ := json.Marshal(relay.PolicyChanged{Policy: sum})
+	if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventPolicyChanged, Time: time.Now().UTC(), Data: data}); err != nil {
+		d.log.Warn("policy_changed event not queued", "err", err)
+	}
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+	ok   bool
+}
+
+func (d *Daemon) policyPath() string { return filepath.Join(d.cfg.ConfigDir, PolicyFile) }
+
+func statStamp(path string) (fileStamp, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fileStamp{}, nil
+	}
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{mod: st.ModTime(), size: st.Size(), ok: true}, nil
+}
+
+func (d *Daemon) policyChanged() (bool, error) {
+	s, err := statStamp(d.policyPath())
+	if err != nil {
+		return false, err
+	}
+	return s != d.policyStamp, nil
+}
+
+// reloadPolicy loads the policy file; a missing file is deny-all. Only the
+// local file is ever read: nothing from the network reaches this.
+func (d *Daemon) reloadPolicy() error {
+	stamp, err := statStamp(d.policyPath())
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	p, err := allowlist.Load(d.policyPath())
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	d.policy.Store(p)
+	d.policyStamp = stamp
+	return nil
+}

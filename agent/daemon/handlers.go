@@ -1,0 +1,231 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/sandbox"
+)
+
+// defaultListLimit is list_room_apps' page size when the caller gives none.
+const defaultListLimit = 20
+
+// guard decides every command before a handler sees it, in this order:
+// policy (project enabled, command allowed, room listed, tightened bounds),
+// the project's rate limit, then the command's schema and rules. Policy comes
+// first so a caller learns nothing about a project the owner did not enable.
+func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
+	p := d.policy.Load()
+	err := p.Decide(cmd.ProjectID, cmd.Name, "", cmd.Args)
+	if err == nil {
+		err = d.limiter.Allow(p, cmd.ProjectID)
+	}
+	if err == nil {
+		err = relay.ValidateArgs(cmd.Name, cmd.Args)
+	}
+	if err != nil {
+		d.denied.Store(cmd.ID, struct{}{})
+	}
+	return err
+}
+
+// record appends every command that reached the agent to the audit log.
+func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration) {
+	e := audit.FromCommand(cmd, res, dur)
+	// The guard knows a policy refusal for sure (a hidden room's not_found
+	// looks like a missing one's from the result alone).
+	if _, denied := d.denied.LoadAndDelete(cmd.ID); denied {
+		e.Decision = audit.Denied
+	}
+	if _, err := d.audit.Append(e); err != nil {
+		d.log.Error("audit append failed", "command", cmd.ID, "err", err)
+	}
+}
+
+func (d *Daemon) registerHandlers() {
+	d.agent.Register(relay.CmdReadRoom, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a relay.ReadRoomArgs
+		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
+			return nil, err
+		}
+		return d.store.ReadRoom(ctx, cmd.ProjectID, a.RoomID)
+	})
+	d.agent.Register(relay.CmdListRoomApps, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a relay.ListRoomAppsArgs
+		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
+			return nil, err
+		}
+		if a.Limit == 0 {
+			a.Limit = defaultListLimit
+		}
+		return d.store.ListRoomApps(ctx, cmd.ProjectID, a.RoomID, a.Limit, a.Cursor)
+	})
+	d.agent.Register(relay.CmdReadRoomAppStatus, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a relay.ReadRoomAppStatusArgs
+		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
+			return nil, err
+		}
+		return d.store.ReadRoomAppStatus(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
+	})
+	d.agent.Register(relay.CmdProposeRoomSnippetApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a relay.ProposeSnippetArgs
+		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
+			return nil, err
+		}
+		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceSnippet,
+			Name: a.Name, Files: a.Files, IdempotencyKey: a.IdempotencyKey})
+	})
+	d.agent.Register(relay.CmdProposeRoomRepoApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a relay.ProposeRepoArgs
+		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
+			return nil, err
+		}
+		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceRepo,
+			Name: a.Name, RepositoryID: a.RepositoryID, VersionID: a.VersionID, IdempotencyKey: a.IdempotencyKey})
+	})
+	d.agent.Register(relay.CmdSmokeRunRoomApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a relay.SmokeRunArgs
+		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
+			return nil, err
+		}
+		res, err := d.smokeRunApp(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
+		if err != nil {
+			return nil, err
+		}
+		if !res.OK {
+			return nil, relay.Errorf(relay.CodeSandboxFailed, "%s", buildSummary(res))
+		}
+		return smokeSummary(res), nil
+	})
+}
+
+// ProposalResult is what the propose_* commands return.
+type ProposalResult struct {
+	ProposalID string `json:"proposal_id"`
+	State      string `json:"state"` // pending_review, or approved/declined for a duplicate already decided
+	Duplicate  bool   `json:"duplicate"`
+	Message    string `json:"message"`
+}
+
+func (d *Daemon) propose(ctx context.Context, np rooms.NewProposal) (any, error) {
+	p, dup, err := d.store.CreateProposal(ctx, np)
+	if err != nil {
+		return nil, err
+	}
+	r := ProposalResult{ProposalID: p.ID, State: p.State, Duplicate: dup}
+	if p.State == rooms.ProposalPending {
+		r.State = "pending_review"
+		r.Message = "waiting for the device owner to review it on the device (`roomrelay review`); it is not in the launcher until approved"
+	}
+	if dup {
+		r.Message = "a proposal with this idempotency key and content already exists; no new card was created. " + r.Message
+	}
+	return r, nil
+}
+
+// SmokeSummary is the slim result of smoke_run_room_app: no console output,
+// no source text.
+type SmokeSummary struct {
+	OK         bool                   `json:"ok"`
+	Phase      string                 `json:"phase"`
+	DurationMS float64                `json:"duration_ms"`
+	Render     *sandbox.RenderSummary `json:"render,omitempty"`
+	Clicks     int                    `json:"clicks"`
+}
+
+func smokeSummary(r *sandbox.Result) SmokeSummary {
+	return SmokeSummary{OK: r.OK, Phase: string(r.Phase), DurationMS: r.DurationMS, Render: r.Render, Clicks: r.Clicks}
+}
+
+// buildSummary is one line for the build state and for sandbox_failed: the
+// phase and where in the TSX it failed.
+func buildSummary(r *sandbox.Result) string {
+	if r.OK {
+		n := 0
+		if r.Render != nil {
+			n = r.Render.ElementCount
+		}
+		return fmt.Sprintf("rendered %d elements, %d clicks, in %.1f ms", n, r.Clicks, r.DurationMS)
+	}
+	msg := "failed in phase " + string(r.Phase)
+	if e := r.Error; e != nil {
+		if e.File != "" {
+			msg += fmt.Sprintf(" at %s:%d:%d", e.File, e.Line, e.Column)
+		}
+		msg += ": " + e.Message
+	} else if len(r.BuildErrors) > 0 {
+		b := r.BuildErrors[0]
+		msg += fmt.Sprintf(" at %s:%d:%d: %s", b.File, b.Line, b.Column, b.Text)
+	}
+	return msg
+}
+
+// smokeRunApp runs an approved snippet app's exact stored content in the
+// sandbox and records the outcome as its build state. Pending proposals are
+// not apps, so they are not_found here.
+func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID string) (*sandbox.Result, error) {
+	files, err := d.store.AppFiles(ctx, projectID, roomID, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, relay.Errorf(relay.CodeInvalidArgs, "app %q is a repository app: it has no snippet files to smoke-run on the device", instanceID)
+	}
+	if d.cfg.Sandbox == nil {
+		return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox")
+	}
+	if d.cfg.EnsureRuntime != nil {
+		if err := d.cfg.EnsureRuntime(ctx); err != nil {
+			return nil, relay.Errorf(relay.CodeSandboxFailed, "the sandbox's JS runtime is unavailable on the device: %v", err)
+		}
+	}
+	res, err := d.cfg.Sandbox.SmokeRun(ctx, files)
+	if err != nil {
+		return nil, fmt.Errorf("smoke-run: %w", err)
+	}
+	state := rooms.BuildOK
+	if !res.OK {
+		state = rooms.BuildFailed
+	}
+	if err := d.store.SetBuildState(ctx, instanceID, rooms.Build{State: state, Phase: string(res.Phase), Summary: buildSummary(res)}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// publishDecisions sends a proposal_decided event for each decision the
+// owner made that the hub has not been told of, smoke-running approved
+// snippets first so the event and the build state agree.
+func (d *Daemon) publishDecisions(ctx context.Context) {
+	d.decideMu.Lock()
+	defer d.decideMu.Unlock()
+	ps, err := d.store.UnannouncedDecisions(ctx)
+	if err != nil {
+		d.log.Warn("reading review decisions failed", "err", err)
+		return
+	}
+	for _, p := range ps {
+		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil {
+			if res, err := d.smokeRunApp(ctx, p.Project, p.RoomID, p.InstanceID); err != nil {
+				d.log.Warn("smoke-run after approval failed to run", "proposal", p.ID, "err", err)
+			} else {
+				d.log.Info("smoke-run after approval", "proposal", p.ID, "ok", res.OK, "phase", res.Phase)
+			}
+		}
+		data, _ := json.Marshal(relay.ProposalDecided{ProposalID: p.ID, Project: p.Project, RoomID: p.RoomID,
+			State: p.State, InstanceID: p.InstanceID, DecidedAt: p.DecidedAt})
+		if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventProposalDecided, Time: time.Now().UTC(), Data: data}); err != nil {
+			d.log.Warn("proposal_decided event not queued; will retry", "proposal", p.ID, "err", err)
+			return
+		}
+		// The outbox persisted the event; mark it so it is queued once.
+		if err := d.store.MarkAnnounced(ctx, p.ID); err != nil {
+			d.log.Warn("marking decision announced failed", "proposal", p.ID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime"
+
+	"github.com/roomrelay/roomrelay/agent"
+	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/sandbox"
+)
+
+func init() {
+	register(&Command{
+		Name:     "run",
+		Synopsis: "[--home DIR] [--no-sandbox]",
+		Summary:  "run the device agent in the foreground (what the service runs)",
+		Help: `Connects to the hub this device is enrolled with and serves the projects the
+owner enabled, with the commands the owner allowed, until SIGINT or SIGTERM.
+Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			paths := pathFlags(fs, e)
+			noSandbox := fs.Bool("no-sandbox", false, "do not smoke-run approved snippets")
+			rf := addRuntimeFlags(fs, e)
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("run takes no arguments")
+				}
+				p, err := paths()
+				if err != nil {
+					return err
+				}
+				d, pool, err := openDaemon(ctx, e, p, rf, !*noSandbox)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				if pool != nil {
+					defer pool.Close()
+				}
+				e.Logger.Info("agent starting", "hub", d.Agent().Status().Hub, "device", d.Agent().Status().DeviceID)
+				err = d.Run(ctx)
+				switch {
+				case errors.Is(err, agent.ErrNeedsEnrollment):
+					return exitErr(ExitNotEnrolled, fmt.Errorf("%w: the hub refused this device's token; enroll again with a new pairing code", err))
+				case err != nil && !errors.Is(err, context.Canceled):
+					return err
+				}
+				e.Logger.Info("agent stopped")
+				return nil
+			}
+		},
+	})
+}
+
+// openDaemon builds the device agent from the enrolled config, the token in
+// the credential store and, unless disabled, a sandbox pool.
+func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
+	cfg, err := loadDeviceConfig(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := credstore.Open(ctx, cfg.CredentialStore, p.Config)
+	if err != nil {
+		return nil, nil, exitErr(ExitUnavailable, err)
+	}
+	token, err := cs.Get(ctx, cfg.DeviceID)
+	if errors.Is(err, credstore.ErrNotFound) {
+		return nil, nil, exitErr(ExitNotEnrolled, fmt.Errorf("%w: enroll again (`roomrelay enroll --hub %s --code CODE`)", err, cfg.Hub))
+	}
+	if err != nil {
+		return nil, nil, exitErr(ExitUnavailable, err)
+	}
+	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data,
+		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger}
+	var pool *sandbox.Pool
+	if withSandbox && e.Executable != "" {
+		scfg, err := rf.config(e)
+		if err != nil {
+			return nil, nil, err
+		}
+		scfg.WorkerCommand = []string{e.Executable, workerCommand}
+		if pool, err = sandbox.NewPool(scfg); err != nil {
+			return nil, nil, fmt.Errorf("sandbox: %w", err)
+		}
+		dc.Sandbox = pool
+		dc.EnsureRuntime = func(ctx context.Context) error { return sandbox.EnsureRuntime(ctx, scfg, nil) }
+	}
+	d, err := daemon.Open(ctx, dc)
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, nil, err
+	}
+	return d, pool, nil
+}

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+)
+
+// TestErrorCodesThroughRelay reaches each policy error code through the real
+// hub and agent, and checks the hub returns it unchanged.
+func TestErrorCodesThroughRelay(t *testing.T) {
+	h := startHub(t, hub.Config{DataDir: t.TempDir()})
+	dv := enroll(t, h, "proj-a")
+	// Enrol the same device for a second project the owner never enables.
+	pc, err := h.client.Pair(context.Background(), "proj-b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hubclient.New(h.h.URL(), "").Enroll(context.Background(), pc.Code, "e2e-laptop", "linux", dv.token); err != nil {
+		t.Fatal(err)
+	}
+	dv.enable(t, "proj-a", relay.CmdReadRoom, relay.CmdListRoomApps)
+	dv.start(t, h.h.URL())
+	seedRoom(t, dv, "proj-a", "room-1")
+	waitState(t, h, dv.id, hubclient.StateOnline)
+
+	room := map[string]any{"room_id": "room-1"}
+	cases := []struct {
+		name, project, command string
+		args                   any
+		code                   relay.Code
+	}{
+		{"project not enabled", "proj-b", relay.CmdReadRoom, room, relay.CodeProjectNotEnabled},
+		{"project not enrolled", "proj-zzz", relay.CmdReadRoom, room, relay.CodeNotEnrolled},
+		{"command not allowed", "proj-a", relay.CmdReadRoomAppStatus, map[string]any{"room_id": "room-1", "instance_id": "x"}, relay.CodeCommandNotAllowed},
+		{"unknown command", "proj-a", "delete_room", room, relay.CodeCommandNotAllowed},
+		{"missing room", "proj-a", relay.CmdReadRoom, map[string]any{"room_id": "room-404"}, relay.CodeNotFound},
+		{"limit over 50", "proj-a", relay.CmdListRoomApps, map[string]any{"room_id": "room-1", "limit": 51}, relay.CodeInvalidArgs},
+		{"extra field", "proj-a", relay.CmdReadRoom, map[string]any{"room_id": "room-1", "visibility": "public"}, relay.CodeInvalidArgs},
+	}
+	for _, tc := range cases {
+		res, status := call(t, h, dv.id, tc.project, tc.command, tc.args)
+		if res.OK || res.Error.Code != tc.code {
+			t.Errorf("%s: got %+v, want %s", tc.name, res.Error, tc.code)
+			continue
+		}
+		if status != hub.StatusFor(res) {
+			t.Errorf("%s: HTTP %d, want %d", tc.name, status, hub.StatusFor(res))
+		}
+	}
+
+	// Rate limit: the default is 60/min with a burst of 10; a burst of 40
+	// must be cut.
+	limited := 0
+	for range 40 {
+		res, _ := call(t, h, dv.id, "proj-a", relay.CmdReadRoom, room)
+		if !res.OK && res.Error.Code == relay.CodeRateLimited {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("40 reads in a burst were never rate_limited")
+	}
+
+	// Every command that reached the agent is in the audit log, and the log
+	// verifies.
+	entries, err := dv.d.Audit().Query(audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) < len(cases)-1+40 { // not_enrolled is refused by the hub
+		t.Fatalf("audit has %d entries", len(entries))
+	}
+	denied := 0
+	for _, e := range entries {
+		if e.Decision == audit.Denied {
+			denied++
+		}
+	}
+	if denied < len(cases)-1 {
+		t.Fatalf("audit shows %d denials, want at least %d", denied, len(cases)-1)
+	}
+	if rep, err := dv.d.Audit().Verify(); err != nil || !rep.OK() {
+		t.Fatalf("audit verify: %+v %v", rep.Problems, err)
+	}
+}
+
+// TestPolicyHotReload: the owner enables a command while the agent is
+// connected; it is served without restart and the hub learns the new
+// policy summary.
+func TestPolicyHotReload(t *testing.T) {
+	h := startHub(t, hub.Config{DataDir: t.TempDir()})
+	dv := enroll(t, h, "proj-a")
+	dv.enable(t, "proj-a", relay.CmdReadRoom)
+	dv.start(t, h.h.URL())
+	seedRoom(t, dv, "proj-a", "room-1")
+	waitState(t, h, dv.id, hubclient.StateOnline)
+
+	args := map[string]any{"room_id": "room-1"}
+	if res, _ := call(t, h, dv.id, "proj-a", relay.CmdListRoomApps, args); res.OK || res.Error.Code != relay.CodeCommandNotAllowed {
+		t.Fatalf("before enable: %+v", res)
+	}
+	dv.enable(t, "proj-a", relay.CmdReadRoom, relay.CmdListRoomApps)
+	eventually(t, "list_room_apps allowed", func() bool {
+		res, _ := call(t, h, dv.id, "proj-a", relay.CmdListRoomApps, args)
+		return res.OK
+	})
+	eventually(t, "hub sees the new policy", func() bool {
+		d := mustDevice(t, h, dv.id)
+		return len(d.Policy) == 1 && len(d.Policy[0].Commands) == 2
+	})
+	startSession := mustDevice(t, h, dv.id).Presence.Session
+	if dv.d.Agent().Status().Reconnects != 0 || startSession == "" {
+		t.Fatal("the reload reconnected the agent")
+	}
+}
+
+// TestNetworkCannotWidenPolicy sends everything a hub could send to try to
+// change the device's policy; the policy file and the decisions stay as
+// they were.
+func TestNetworkCannotWidenPolicy(t *testing.T) {
+	h := startHub(t, hub.Config{DataDir: t.TempDir()})
+	dv := enroll(t, h, "proj-a")
+	dv.enable(t, "proj-a", relay.CmdReadRoom)
+	dv.start(t, h.h.URL())
+	seedRoom(t, dv, "proj-a", "room-1")
+	waitState(t, h, dv.id, hubclient.StateOnline)
+	before, err := os.ReadFile(dv.policyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := []struct {
+		name string
+		args any
+	}{
+		{"enable", map[string]any{"project": "proj-a", "commands": []string{"propose_room_snippet_app"}}},
+		{"policy", map[string]any{"allow": "*"}},
+		{"set_policy", map[string]any{"policy": "version 1\nproject proj-a\n  enabled yes\n  commands read_room list_room_apps\n"}},
+		{relay.CmdReadRoom, map[string]any{"room_id": "room-1", "policy": "allow-all"}},
+		{relay.CmdListRoomApps, map[string]any{"room_id": "room-1"}},
+	}
+	for _, a := range attempts {
+		if res, _ := call(t, h, dv.id, "proj-a", a.name, a.args); res.OK {
+			t.Errorf("%s was accepted: %s", a.name, res.Result)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // several housekeeping ticks
+	after, err := os.ReadFile(dv.policyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatalf("policy file changed:\n%s\n---\n%s", before, after)
+	}
+	if err := dv.d.Policy().Decide("proj-a", relay.CmdListRoomApps, "room-1", nil); err == nil {
+		t.Fatal("list_room_apps became allowed")
+	}
+}

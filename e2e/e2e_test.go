@@ -363,4 +363,3 @@ func TestRevokeStopsAgent(t *testing.T) {
 		t.Fatalf("status %q", st.State)
 	}
 }
-

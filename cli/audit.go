@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/daemon"
+)
+
+func init() {
+	register(&Command{
+		Name:     "audit",
+		Synopsis: "[--project P] [--since T] [--limit N] [--json]",
+		Summary:  "show the audit log of every command that reached this device",
+		Help: `--since takes an RFC 3339 time or a duration back from now (e.g. 1h).
+'roomrelay audit verify' checks the hash chain.`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			paths := pathFlags(fs, e)
+			project := fs.String("project", "", "only this project `id`")
+			since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 24h)")
+			limit := fs.Int("limit", 0, "at most `N` most recent entries (0: all)")
+			asJSON := fs.Bool("json", false, "print JSON lines")
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("unexpected argument %q (did you mean `audit verify`?)", args[0])
+				}
+				f := audit.Filter{Project: *project, Limit: *limit}
+				if *since != "" {
+					if d, err := time.ParseDuration(*since); err == nil {
+						f.Since = time.Now().Add(-d)
+					} else if t, err := time.Parse(time.RFC3339, *since); err == nil {
+						f.Since = t
+					} else {
+						return usagef("--since %q: want RFC 3339 or a duration", *since)
+					}
+				}
+				p, err := paths()
+				if err != nil {
+					return err
+				}
+				entries, err := audit.Query(filepath.Join(p.State, daemon.AuditDir), f)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					enc := json.NewEncoder(e.Stdout)
+					for _, en := range entries {
+						if err := enc.Encode(en); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				printAudit(e, entries)
+				return nil
+			}
+		},
+	})
+	register(&Command{
+		Name:     "audit verify",
+		Synopsis: "[--json]",
+		Summary:  "verify the audit log's hash chain; names any edited, removed or reordered line",
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			paths := pathFlags(fs, e)
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, args []string) error {
+				p, err := paths()
+				if err != nil {
+					return err
+				}
+				rep, err := audit.Verify(filepath.Join(p.State, daemon.AuditDir))
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					if err := json.NewEncoder(e.Stdout).Encode(rep); err != nil {
+						return err
+					}
+				} else {
+					printVerify(e, rep)
+				}
+				if !rep.OK() {
+					return &silentError{code: ExitFailure}
+				}
+				return nil
+			}
+		},
+	})
+}
+
+func printAudit(e *Env, entries []audit.Entry) {
+	if len(entries) == 0 {
+		fmt.Fprintln(e.Stdout, "no audit entries")
+		return
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tPROJECT\tROOM\tCOMMAND\tDECISION\tERROR\tMS")
+	for _, en := range entries {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", en.Seq, en.Time.Local().Format(time.DateTime), en.Project, en.Room, en.Command, en.Decision, en.ErrorCode, en.DurationMS)
+	}
+	tw.Flush()
+}
+
+func printVerify(e *Env, rep audit.Report) {
+	if rep.OK() {
+		fmt.Fprintf(e.Stdout, "audit log OK: %d lines (seq %d..%d) in %d file(s), chain intact, last hash %.16s…\n", rep.Lines, rep.FirstSeq, rep.LastSeq, len(rep.Files), rep.LastHash)
+		return
+	}
+	fmt.Fprintf(e.Stdout, "audit log BROKEN: %d problem(s)\n", len(rep.Problems))
+	for _, pr := range rep.Problems {
+		fmt.Fprintf(e.Stdout, "  %s\n", pr)
+	}
+}

@@ -408,4 +408,3 @@ func waitFor(ctx context.Context, cond func() bool) error {
 	}
 	return nil
 }
-

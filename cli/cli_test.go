@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run drives Main like the binary does and returns the exit code and output.
+func run(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
+	code := Main(context.Background(), args, e)
+	return code, out.String(), errb.String()
+}
+
+// TestEveryCommandHasHelp: `--help` works on every registered command and
+// names the command, its summary and the shared --log-level flag.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for name, c := range commands {
+		code, out, _ := run(t, nil, append(strings.Fields(name), "--help")...)
+		if code != ExitOK {
+			t.Errorf("%s --help exited %d", name, code)
+		}
+		if !strings.Contains(out, "roomrelay "+name) || !strings.Contains(out, c.Summary) || !strings.Contains(out, "--log-level") {
+			t.Errorf("%s --help is incomplete:\n%s", name, out)
+		}
+	}
+}
+
+func TestTopLevelHelpAndUnknown(t *testing.T) {
+	code, out, _ := run(t, nil)
+	if code != ExitOK || !strings.Contains(out, "hub pair") || strings.Contains(out, workerCommand) {
+		t.Fatalf("help: %d\n%s", code, out)
+	}
+	code, _, errs := run(t, nil, "frobnicate")
+	if code != ExitUsage || !strings.Contains(errs, `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command: %d %s", code, errs)
+	}
+	code, _, errs = run(t, nil, "version", "--bogus")
+	if code != ExitUsage || !strings.Contains(errs, "flag provided but not defined") {
+		t.Fatalf("bad flag: %d %s", code, errs)
+	}
+}
+
+func TestVersionJSON(t *testing.T) {
+	code, out, _ := run(t, nil, "version", "--json")
+	var v versionInfo
+	if code != ExitOK || json.Unmarshal([]byte(out), &v) != nil || v.Protocol != "roomrelay.v1" {
+		t.Fatalf("version --json: %d %q", code, out)
+	}
+}
+
+func TestStatusNotEnrolled(t *testing.T) {
+	home := t.TempDir()
+	code, out, _ := run(t, nil, "status", "--home", home, "--json")
+	var r statusReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if code != ExitNotEnrolled || r.State != "not_enrolled" || !strings.Contains(r.Fix, "roomrelay enroll") {
+		t.Fatalf("status: %d %+v", code, r)
+	}
+}
+
+func TestRunRefusesWhenNotEnrolled(t *testing.T) {
+	code, _, errs := run(t, nil, "run", "--home", t.TempDir())
+	if code != ExitNotEnrolled || !strings.Contains(errs, "not enrolled") {
+		t.Fatalf("run: %d %s", code, errs)
+	}
+}
+
+// TestEnablePolicyRoomsAudit walks the owner's local commands on one home.
+func TestEnablePolicyRoomsAudit(t *testing.T) {
+	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
+	if code, out, errs := run(t, env, "rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"); code != 0 || !strings.Contains(out, "r1") {
+		t.Fatalf("rooms create: %d %s %s", code, out, errs)
+	}
+	code, out, _ := run(t, env, "rooms", "list", "--json")
+	if code != 0 || !strings.Contains(out, `"id":"r1"`) {
+		t.Fatalf("rooms list: %d %s", code, out)
+	}
+	if code, _, errs := run(t, env, "enable", "p1", "--allow", "read_room,read_rooms"); code != ExitUsage || !strings.Contains(errs, "read_rooms") {
+		t.Fatalf("a typo in --allow was accepted: %d %s", code, errs)
+	}
+	if code, out, _ := run(t, env, "enable", "p1", "--allow", "read_room,list_room_apps", "--rooms", "r1"); code != 0 || !strings.Contains(out, "enabled p1") {
+		t.Fatalf("enable: %d %s", code, out)
+	}
+	code, out, _ = run(t, env, "policy", "show", "--json")
+	if code != 0 || !strings.Contains(out, `"commands":["read_room","list_room_apps"]`) {
+		t.Fatalf("policy show: %d %s", code, out)
+	}
+	st, err := os.Stat(filepath.Join(env["ROOMRELAY_HOME"], "config", "policy"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("policy file: %v %v", st, err)
+	}
+	if code, _, _ := run(t, env, "disable", "p1"); code != 0 {
+		t.Fatalf("disable: %d", code)
+	}
+	code, out, _ = run(t, env, "audit", "verify")
+	if code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("audit verify on an empty log: %d %s", code, out)
+	}
+	if code, _, _ := run(t, env, "rooms", "show", "nope"); code != ExitFailure {
+		t.Fatalf("rooms show of a missing room exited %d", code)
+	}
+}
+
+func TestHubCommandsNeedAdminToken(t *testing.T) {
+	code, _, errs := run(t, nil, "hub", "devices", "--home", t.TempDir(), "--hub", "http://127.0.0.1:1")
+	if code != ExitUsage || !strings.Contains(errs, "no admin token") {
+		t.Fatalf("hub devices without a token: %d %s", code, errs)
+	}
+	code, _, errs = run(t, map[string]string{"ROOMRELAY_ADMIN_TOKEN": "x"}, "hub", "devices", "--hub", "http://127.0.0.1:1")
+	if code != ExitUnavailable || !strings.Contains(errs, "cannot reach the hub") {
+		t.Fatalf("hub devices with no hub: %d %s", code, errs)
+	}
+}
+
+func TestEnrollRefusesPlainHTTPToRemote(t *testing.T) {
+	code, _, errs := run(t, nil, "enroll", "--home", t.TempDir(), "--hub", "http://hub.example.com", "--code", "AAAA-BBBB", "--credential-store", "file")
+	if code != ExitUsage || !strings.Contains(errs, "--hub") {
+		t.Fatalf("enroll over plain http to a remote host: %d %s", code, errs)
+	}
+}

@@ -114,7 +114,8 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	fs.SetOutput(io.Discard)
 	logLevel := fs.String("log-level", envOr(e.Getenv, "ROOMRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	run := cmd.Setup(fs, e)
-	if err := fs.Parse(rest); err != nil {
+	positional, err := parseInterleaved(fs, rest)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(e.Stdout, cmd, fs)
 			return ExitOK
@@ -131,8 +132,24 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	if e.Logger == nil {
 		e.Logger = slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
-	err := run(ctx, fs.Args())
-	return report(e, cmd, fs, err)
+	return report(e, cmd, fs, run(ctx, positional))
+}
+
+// parseInterleaved parses flags that come after positional arguments too
+// ("hub call DEV read_room --project P"), as users type them.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
 }
 
 func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {

@@ -34,6 +34,7 @@ func (h *Hub) routes() http.Handler {
 	mux.HandleFunc("GET /v1/devices/{id}", h.admin(h.handleDevice))
 	mux.HandleFunc("POST /v1/devices/{id}/revoke", h.admin(h.handleRevoke))
 	mux.HandleFunc("POST /v1/devices/{id}/commands", h.admin(h.handleCommand))
+	mux.HandleFunc("GET /v1/devices/{id}/proposals/{pid}", h.admin(h.handleProposal))
 	mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": h.cfg.NodeName})
 	})

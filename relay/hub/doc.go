@@ -16,6 +16,8 @@
 //	GET  /v1/devices/{id}         admin  → device (presence, projects, policy, os, agent_version, last_seen)
 //	POST /v1/devices/{id}/revoke  admin  → device (revoked; its socket is closed with 4003)
 //	POST /v1/devices/{id}/commands admin {id?, project_id, name, args?, timeout_ms?} → result
+//	GET  /v1/devices/{id}/proposals/{pid}?wait=30s
+//	                              admin  → {proposal_id, state, project?, room_id?, instance_id?, decided_at?}
 //	GET  /v1/agent/connect        device websocket, subprotocol roomrelay.v1
 //	GET  /v1/healthz              -      → {status, node}
 //
@@ -31,6 +33,13 @@
 // 1002/1007 for bad frames, 1009 for an oversized frame, 4001 for another
 // protocol version, 1008 when hello names another device, 4009 when a newer
 // session of the device took over, 4003 on revoke, 1001 on shutdown.
+//
+// A proposal's state is pending, approved or declined. With wait (a duration
+// up to 60s, or seconds) the hub answers as soon as the device reports the
+// owner's decision (a KV watch on rr_proposals, no polling), or with the
+// current state when the wait ends. The hub learns of a proposal only from its
+// proposal_decided event, so a proposal it has not heard of reads as pending,
+// also one that was never proposed; 404 only for an unknown device.
 //
 // A command's HTTP body is always the result {id, ok, result | error{code,
 // message, retryable}} as the device sent it, or as the hub made it for

@@ -292,3 +292,39 @@ type DeviceEvent struct {
 	ReceivedAt time.Time       `json:"received_at"`
 	Data       json.RawMessage `json:"data,omitempty"`
 }
+
+// Proposal states as GET /v1/devices/{id}/proposals/{pid} reports them.
+const (
+	ProposalPending  = "pending"
+	ProposalApproved = "approved"
+	ProposalDeclined = "declined"
+)
+
+// ProposalState is the body of GET /v1/devices/{id}/proposals/{pid}. A
+// proposal the hub has no decision for is pending (the hub learns of a
+// proposal only when the device reports the owner's decision).
+type ProposalState struct {
+	ProposalID string    `json:"proposal_id"`
+	State      string    `json:"state"`
+	Project    string    `json:"project,omitempty"`
+	RoomID     string    `json:"room_id,omitempty"`
+	InstanceID string    `json:"instance_id,omitempty"` // the app an approval created
+	DecidedAt  time.Time `json:"decided_at,omitzero"`
+	ReceivedAt time.Time `json:"received_at,omitzero"` // when the hub got the event
+}
+
+// WaitProposal returns the owner's decision on a proposal, waiting up to wait
+// (at most 60 s) on the hub for it: one long-poll request, answered as soon
+// as the device reports the decision. When the wait ends first the state is
+// pending; wait 0 reads the current state.
+func (c *Client) WaitProposal(ctx context.Context, deviceID, proposalID string, wait time.Duration) (*ProposalState, error) {
+	path := "/v1/devices/" + url.PathEscape(deviceID) + "/proposals/" + url.PathEscape(proposalID)
+	if wait > 0 {
+		path += "?wait=" + url.QueryEscape(wait.String())
+	}
+	var out ProposalState
+	if err := c.do(ctx, http.MethodGet, path, c.Token, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

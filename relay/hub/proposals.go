@@ -1,0 +1,103 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+)
+
+// MaxProposalWait caps ?wait= on GET /v1/devices/{id}/proposals/{pid}, so a
+// long poll never outlives the proxies in front of the hub.
+const MaxProposalWait = 60 * time.Second
+
+// handleProposal answers GET /v1/devices/{id}/proposals/{pid}[?wait=30s]:
+// the owner's decision on a proposal, waiting up to wait for it. The hub
+// learns of a proposal only from its proposal_decided event, so an unknown
+// proposal id (never proposed, or not decided yet) reads as pending.
+func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
+	dev, ok := h.deviceID(w, r)
+	if !ok {
+		return
+	}
+	pid := r.PathValue("pid")
+	if !kvKeyRe.MatchString(pid) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the proposal id must be 1–128 characters of letters, digits, '_', '=', '-'")
+		return
+	}
+	wait, err := parseWait(r.URL.Query().Get("wait"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	ctx := r.Context()
+	if _, _, err := getJSON[deviceRec](ctx, h.st.devices, dev); errors.Is(err, jetstream.ErrKeyNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no such device")
+		return
+	} else if err != nil {
+		h.log.Error("read device for proposal", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the device; retry")
+		return
+	}
+
+	var ev *hubclient.DeviceEvent
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		ev, err = h.WaitProposal(wctx, dev, pid)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return // the caller left or the hub is stopping
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			h.log.Error("wait proposal", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not watch the proposal; retry")
+			return
+		}
+	} else {
+		ev, _, err = getJSON[hubclient.DeviceEvent](ctx, h.st.proposals, proposalKey(dev, pid))
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			h.log.Error("read proposal", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
+			return
+		}
+	}
+	out := hubclient.ProposalState{ProposalID: pid, State: hubclient.ProposalPending}
+	if ev != nil {
+		var d relay.ProposalDecided
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			h.log.Error("stored proposal decision is unreadable", "device", dev, "proposal", pid, "err", err)
+			writeError(w, http.StatusInternalServerError, "internal", "the stored decision is unreadable")
+			return
+		}
+		out = hubclient.ProposalState{ProposalID: pid, State: d.State, Project: d.Project, RoomID: d.RoomID,
+			InstanceID: d.InstanceID, DecidedAt: d.DecidedAt, ReceivedAt: ev.ReceivedAt}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseWait reads ?wait= as a Go duration ("30s") or whole seconds ("30").
+func parseWait(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.Atoi(s)
+		if nerr != nil {
+			return 0, fmt.Errorf("wait %q: want a duration such as 30s, at most %s", s, MaxProposalWait)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 || d > MaxProposalWait {
+		return 0, fmt.Errorf("wait %q: want between 0s and %s", s, MaxProposalWait)
+	}
+	return d, nil
+}

@@ -1,0 +1,116 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+)
+
+func TestProposalWaitEndpoint(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubclient.StateOnline)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	decide := func(pid, state, instance string) {
+		t.Helper()
+		data, _ := json.Marshal(relay.ProposalDecided{ProposalID: pid, Project: "p1", RoomID: "room-1",
+			State: state, InstanceID: instance, DecidedAt: time.Now().UTC()})
+		ev := &relay.Event{Event: relay.EventProposalDecided, Time: time.Now(), Data: data}
+		if err := a.conn.WriteMessage(websocket.TextMessage, mustEncode(t, ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Refusals: admin token, device, proposal id, wait bounds.
+	if _, err := hubclient.New(th.URL(), "wrong").WaitProposal(ctx, dev, "prop_1", 0); !hubclient.IsCode(err, "unauthorized") {
+		t.Errorf("wrong admin token: %v", err)
+	}
+	if _, err := th.cl.WaitProposal(ctx, "nodev", "prop_1", 0); !hubclient.IsCode(err, "not_found") {
+		t.Errorf("unknown device: %v", err)
+	}
+	for _, q := range []string{"wait=2m", "wait=-1s", "wait=soon"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, th.URL()+"/v1/devices/"+dev+"/proposals/prop_1?"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+testAdmin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", q, resp.StatusCode)
+		}
+	}
+	if _, err := th.cl.WaitProposal(ctx, dev, "prop.1", 0); !hubclient.IsCode(err, "invalid_request") {
+		t.Errorf("proposal id with a dot: %v", err)
+	}
+
+	// Unknown to the hub: pending, at once or after the wait ends.
+	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
+		st, err := th.cl.WaitProposal(ctx, dev, "prop_1", wait)
+		if err != nil || st.State != hubclient.ProposalPending || st.ProposalID != "prop_1" {
+			t.Fatalf("undecided, wait %s: %+v %v", wait, st, err)
+		}
+	}
+
+	// A caller blocked in the long poll gets the decision when it arrives.
+	got := make(chan *hubclient.ProposalState, 1)
+	go func() {
+		st, err := th.cl.WaitProposal(ctx, dev, "prop_1", 30*time.Second)
+		if err != nil {
+			t.Errorf("long poll: %v", err)
+		}
+		got <- st
+	}()
+	select {
+	case st := <-got:
+		t.Fatalf("the long poll answered before any decision: %+v", st)
+	case <-time.After(200 * time.Millisecond):
+	}
+	decide("prop_1", "approved", "app_123")
+	st := <-got
+	if st == nil || st.State != hubclient.ProposalApproved || st.InstanceID != "app_123" || st.RoomID != "room-1" || st.DecidedAt.IsZero() {
+		t.Fatalf("long poll result %+v", st)
+	}
+
+	// A decision already recorded is answered without waiting, with or
+	// without ?wait; a decline has no instance.
+	decide("prop_2", "declined", "")
+	st, err := th.cl.WaitProposal(ctx, dev, "prop_2", 30*time.Second)
+	if err != nil || st.State != hubclient.ProposalDeclined || st.InstanceID != "" {
+		t.Fatalf("declined: %+v %v", st, err)
+	}
+	st, err = th.cl.WaitProposal(ctx, dev, "prop_1", 0)
+	if err != nil || st.State != hubclient.ProposalApproved || st.InstanceID != "app_123" {
+		t.Fatalf("approved, read back: %+v %v", st, err)
+	}
+	// Decisions are per device: another device's proposal of the same id is
+	// still pending.
+	dev2, _ := th.enroll("p1")
+	if st, err := th.cl.WaitProposal(ctx, dev2, "prop_1", 0); err != nil || st.State != hubclient.ProposalPending {
+		t.Fatalf("other device: %+v %v", st, err)
+	}
+}
+
+func TestParseWait(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "30s": 30 * time.Second, "30": 30 * time.Second, "1m": time.Minute, "0": 0} {
+		if got, err := parseWait(in); err != nil || got != want {
+			t.Errorf("parseWait(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"61s", "-1s", "x", "1h"} {
+		if _, err := parseWait(in); err == nil {
+			t.Errorf("parseWait(%q) accepted", in)
+		}
+	}
+}

@@ -96,6 +96,7 @@ func startHub(t testing.TB, cfg hub.Config) *runningHub {
 type device struct {
 	id, token string
 	home      string
+	inFlight  int // agent MaxInFlight; 0 = default
 	d         *daemon.Daemon
 	cancel    context.CancelFunc
 	done      chan error
@@ -142,6 +143,9 @@ func (dv *device) start(t testing.TB, hubURL string) {
 		Agent: func(c *agent.Config) {
 			c.Backoff = agent.Backoff{Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond, ResetAfter: time.Second}
 			c.ShutdownGrace = 500 * time.Millisecond
+			if dv.inFlight > 0 {
+				c.MaxInFlight = dv.inFlight
+			}
 		},
 	})
 	if err != nil {

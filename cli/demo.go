@@ -198,6 +198,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 
 	// --- the agent ---------------------------------------------------------
 	var pool *sandbox.Pool
+	runtimeOK := false
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data, HubURL: h.URL(), DeviceID: enr.DeviceID,
 		Token: enr.Token, Version: Version, OS: runtime.GOOS, Logger: d.log, Tick: 50 * time.Millisecond}
 	if withSandbox && d.e.Executable != "" {
@@ -209,6 +210,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 		if err := sandbox.EnsureRuntime(ctx, scfg, func(s string) { d.detail("%s", s) }); err != nil {
 			d.say("sandbox: React runtime unavailable (%v); smoke-runs will report it", err)
 		} else {
+			runtimeOK = true
 			d.say("sandbox: React %s runtime verified against its pinned sha512 (%s)", sandbox.ReactVersion, since(t0))
 		}
 		scfg.WorkerCommand = []string{d.e.Executable, workerCommand}
@@ -296,15 +298,15 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	d.expect(res.OK && !strings.Contains(string(res.Result), "Standup timer"), "pending proposal is in the launcher: %s", res.Result)
 	d.detail("list_room_apps still shows 2 apps: nothing reaches the launcher before the owner approves")
 
-	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelWait()
-	decided := make(chan *hubclient.DeviceEvent, 1)
+	// The cloud caller long-polls the hub's HTTP API once; the hub answers
+	// when the device's proposal_decided event arrives.
+	decided := make(chan *hubclient.ProposalState, 1)
 	go func() {
-		ev, err := h.WaitProposal(waitCtx, enr.DeviceID, pr.ProposalID)
+		ps, err := admin.WaitProposal(ctx, enr.DeviceID, pr.ProposalID, 30*time.Second)
 		if err != nil {
 			d.log.Warn("wait proposal", "err", err)
 		}
-		decided <- ev
+		decided <- ps
 	}()
 	rs, err := rooms.Open(ctx, filepath.Join(p.Data, daemon.RoomsDB), d.log)
 	if err != nil {
@@ -323,17 +325,17 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 		return err
 	}
 	d.say("device owner: approve (bound to that hash)")
-	ev := <-decided
-	d.expect(ev != nil, "the cloud never saw the decision")
-	if ev != nil {
-		var pd relay.ProposalDecided
-		_ = json.Unmarshal(ev.Data, &pd)
-		d.say("cloud: waiting caller woke with %s, instance %s — %s after the owner's click, zero polling (smoke-run included)", pd.State, pd.InstanceID, time.Since(clicked).Round(time.Microsecond))
+	pd := <-decided
+	d.expect(pd != nil && pd.State == rooms.ProposalApproved, "the cloud never saw the approval: %+v", pd)
+	if pd != nil {
+		d.say("cloud: `GET /v1/devices/{id}/proposals/{pid}?wait=30s` returned with %s, instance %s — %s after the owner's click, zero polling (smoke-run included)", pd.State, pd.InstanceID, time.Since(clicked).Round(time.Microsecond))
 		res, _ = callHub(relay.CmdReadRoomAppStatus, map[string]any{"room_id": room.ID, "instance_id": pd.InstanceID})
 		d.expect(res.OK, "read_room_app_status: %+v", res.Error)
 		var as rooms.AppStatus
 		_ = json.Unmarshal(res.Result, &as)
 		d.say("cloud: read_room_app_status → launcher %s, review %s, local build %s %s", as.Launcher.State, as.Review.State, as.Build.State, as.Build.Summary)
+		d.expect(as.Launcher.State == rooms.LauncherActive && as.Review.State == rooms.ReviewApproved, "approved app not in the launcher: %+v", as)
+		d.expect(pool == nil || !runtimeOK || as.Build.State == rooms.BuildOK, "smoke-run after approval: build %+v", as.Build)
 		if pool != nil {
 			res, took = callHub(relay.CmdSmokeRunRoomApp, map[string]any{"room_id": room.ID, "instance_id": pd.InstanceID})
 			if res.OK {

@@ -15,6 +15,20 @@ import (
 
 func policyPath(p Paths) string { return filepath.Join(p.Config, daemon.PolicyFile) }
 
+// policyFlags adds --home and returns a loader of the owner's policy file
+// (a missing file is the deny-all policy).
+func policyFlags(fs *flag.FlagSet, e *Env) func() (Paths, *allowlist.Policy, error) {
+	paths := pathFlags(fs, e)
+	return func() (Paths, *allowlist.Policy, error) {
+		p, err := paths()
+		if err != nil {
+			return p, nil, err
+		}
+		pol, err := allowlist.Load(policyPath(p))
+		return p, pol, err
+	}
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -37,7 +51,7 @@ the project is visible; with it, other rooms answer not_found. A running agent
 picks the change up within a second, without restart, and tells the hub.
 Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			load := policyFlags(fs, e)
 			allow := fs.String("allow", "", "comma-separated `commands` to allow (default: the read tools)")
 			roomList := fs.String("rooms", "", "comma-separated room `ids` to expose (default: all)")
 			return func(ctx context.Context, args []string) error {
@@ -48,11 +62,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 				if len(args) != 1 {
 					return usagef("want one project id")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				pol, err := allowlist.Load(policyPath(p))
+				p, pol, err := load()
 				if err != nil {
 					return err
 				}
@@ -83,16 +93,12 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 		Synopsis: "PROJECT",
 		Summary:  "stop serving a project on this device",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			load := policyFlags(fs, e)
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one project id")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				pol, err := allowlist.Load(policyPath(p))
+				p, pol, err := load()
 				if err != nil {
 					return err
 				}
@@ -112,14 +118,10 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 		Synopsis: "[--json]",
 		Summary:  "show what this device serves: projects, commands, rooms, rate limits",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			load := policyFlags(fs, e)
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				pol, err := allowlist.Load(policyPath(p))
+				p, pol, err := load()
 				if err != nil {
 					return err
 				}

@@ -12,13 +12,21 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 )
 
-// openRooms opens the device's local Room store. The agent may hold it open
-// at the same time: SQLite in WAL mode serialises the writers.
-func openRooms(ctx context.Context, e *Env, p Paths) (*rooms.Store, error) {
-	if err := p.MkdirAll(); err != nil {
-		return nil, err
+// roomsFlags adds --home and returns an opener for the device's local Room
+// store. The agent may hold it open at the same time: SQLite in WAL mode
+// serialises the writers.
+func roomsFlags(fs *flag.FlagSet, e *Env) func(context.Context) (*rooms.Store, error) {
+	paths := pathFlags(fs, e)
+	return func(ctx context.Context) (*rooms.Store, error) {
+		p, err := paths()
+		if err != nil {
+			return nil, err
+		}
+		if err := p.MkdirAll(); err != nil {
+			return nil, err
+		}
+		return rooms.Open(ctx, filepath.Join(p.Data, daemon.RoomsDB), e.Logger)
 	}
-	return rooms.Open(ctx, filepath.Join(p.Data, daemon.RoomsDB), e.Logger)
 }
 
 func init() {
@@ -40,7 +48,7 @@ func init() {
 		Synopsis: "--project P --name NAME [--id ID] [--json]",
 		Summary:  "create a local Room in a project",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := roomsFlags(fs, e)
 			project := fs.String("project", "", "project `id` (required)")
 			name := fs.String("name", "", "room `name` (required)")
 			id := fs.String("id", "", "room `id` (default: generated)")
@@ -49,11 +57,7 @@ func init() {
 				if *project == "" || *name == "" || len(args) > 0 {
 					return usagef("--project and --name are required")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				s, err := openRooms(ctx, e, p)
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
@@ -78,15 +82,11 @@ func init() {
 		Synopsis: "[--project P] [--json]",
 		Summary:  "list local Rooms with their app and pending-proposal counts",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := roomsFlags(fs, e)
 			project := fs.String("project", "", "only this project `id`")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				s, err := openRooms(ctx, e, p)
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
@@ -119,17 +119,13 @@ func init() {
 		Synopsis: "ROOM [--json]",
 		Summary:  "show a local Room and its launcher, as the read tools see it",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := roomsFlags(fs, e)
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one room id")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				s, err := openRooms(ctx, e, p)
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}

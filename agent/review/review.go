@@ -271,7 +271,7 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, csrf string) {
 	pg := proposalPage{P: d.Proposal, CSRF: csrf, Texts: texts}
 	for _, p := range d.SortedPaths() {
 		c := d.Files[p]
-		pg.Files = append(pg.Files, fileView{Path: p, Bytes: len(c), Lines: strings.Count(c, "\n") + 1, Content: c})
+		pg.Files = append(pg.Files, fileView{Path: p, Bytes: len(c), Lines: strings.Count(c, "\n") + 1, Content: Printable(c)})
 	}
 	h.render(w, http.StatusOK, "proposal.html", pg)
 }

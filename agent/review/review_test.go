@@ -328,3 +328,18 @@ func TestServerListensOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPrintable(t *testing.T) {
+	cases := map[string]string{
+		"plain\n\tcode":           "plain\n\tcode",
+		"a\x1b[2Kb":               "a⟨U+001B⟩[2Kb",
+		"ok\rhidden":              "ok⟨U+000D⟩hidden",
+		"if (x \u202e} \u2066{ y": "if (x ⟨U+202E⟩} ⟨U+2066⟩{ y",
+		"naïve 日本 </pre>":         "naïve 日本 </pre>",
+	}
+	for in, want := range cases {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/sandbox"
+)
+
+// reviewHome makes a --home with a local store holding two pending
+// proposals (the example standup timer and a small one).
+func reviewHome(t *testing.T) (home string, timer, small rooms.Proposal) {
+	t.Helper()
+	ctx := context.Background()
+	home = t.TempDir()
+	p, _ := resolvePaths(home, func(string) string { return "" })
+	if err := p.MkdirAll(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := rooms.Open(ctx, filepath.Join(p.Data, daemon.RoomsDB), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateProject(ctx, "proj-a", "A"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateRoom(ctx, rooms.NewRoom{ID: "room-1", ProjectID: "proj-a", Name: "Standup"}); err != nil {
+		t.Fatal(err)
+	}
+	files, err := sandbox.ReadSnippetDir(filepath.Join("..", "examples", "standup-timer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	propose := func(name string, files map[string]string) rooms.Proposal {
+		pr, _, err := s.CreateProposal(ctx, rooms.NewProposal{ProjectID: "proj-a", RoomID: "room-1", Kind: rooms.SourceSnippet,
+			Name: name, Files: files, IdempotencyKey: relay.SnippetKey("room-1", name, files)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr
+	}
+	timer = propose("Standup timer", files)
+	small = propose("Small", map[string]string{"src/App.tsx": "export default function App(){return null}\x1b[2K"})
+	return home, timer, small
+}
+
+func TestReviewCommands(t *testing.T) {
+	home, timer, small := reviewHome(t)
+	env := map[string]string{"ROOMRELAY_HOME": home}
+
+	code, out, errs := run(t, env, "review", "list")
+	if code != ExitOK || !strings.Contains(out, timer.ID) || !strings.Contains(out, small.ID) {
+		t.Fatalf("list: %d %s %s", code, out, errs)
+	}
+	code, out, _ = run(t, env, "review", "list", "--json")
+	var ps []rooms.Proposal
+	if code != ExitOK || json.Unmarshal([]byte(out), &ps) != nil || len(ps) != 2 {
+		t.Fatalf("list --json: %d %s", code, out)
+	}
+
+	code, out, _ = run(t, env, "review", "show", timer.ID)
+	if code != ExitOK || !strings.Contains(out, "Review all proposed files (2)") || !strings.Contains(out, timer.ContentHash) {
+		t.Fatalf("show: %d\n%s", code, out)
+	}
+	app, _ := os.ReadFile(filepath.Join("..", "examples", "standup-timer", "src", "App.tsx"))
+	css, _ := os.ReadFile(filepath.Join("..", "examples", "standup-timer", "src", "styles.css"))
+	for _, c := range [][]byte{app, css} {
+		if len(c) == 0 || !strings.Contains(out, string(c)) {
+			t.Fatalf("show does not print a file in full")
+		}
+	}
+	if !strings.Contains(out, "src/App.tsx ("+itoa(len(app))+" bytes") {
+		t.Errorf("show lacks the file size:\n%s", out)
+	}
+	// A terminal escape in a file is shown, not executed.
+	code, out, _ = run(t, env, "review", "show", small.ID)
+	if code != ExitOK || strings.Contains(out, "\x1b") || !strings.Contains(out, "⟨U+001B⟩[2K") {
+		t.Fatalf("show with an escape: %q", out)
+	}
+
+	// Approval binds to the hash: another hash is refused, nothing changes.
+	code, _, errs = run(t, env, "review", "approve", timer.ID, "--hash", small.ContentHash)
+	if code != ExitFailure || !strings.Contains(errs, "not approved") {
+		t.Fatalf("approve with another hash: %d %s", code, errs)
+	}
+	code, out, _ = run(t, env, "review", "list")
+	if !strings.Contains(out, timer.ID) {
+		t.Fatalf("refused approval changed the list:\n%s", out)
+	}
+	code, out, errs = run(t, env, "review", "approve", timer.ID)
+	if code != ExitOK || !strings.Contains(out, timer.ContentHash) || !strings.Contains(out, "src/styles.css") || !strings.Contains(out, "in the launcher") {
+		t.Fatalf("approve: %d %s %s", code, out, errs)
+	}
+	code, _, errs = run(t, env, "review", "approve", timer.ID)
+	if code != ExitFailure || !strings.Contains(errs, "no longer pending") {
+		t.Fatalf("approve twice: %d %s", code, errs)
+	}
+	code, out, _ = run(t, env, "review", "decline", small.ID)
+	if code != ExitOK || !strings.Contains(out, "declined") {
+		t.Fatalf("decline: %d %s", code, out)
+	}
+	code, out, _ = run(t, env, "review", "list")
+	if code != ExitOK || !strings.Contains(out, "No proposals wait") {
+		t.Fatalf("list after decisions: %s", out)
+	}
+	code, out, _ = run(t, env, "review", "list", "--all")
+	if code != ExitOK || !strings.Contains(out, "approved") || !strings.Contains(out, "declined") {
+		t.Fatalf("list --all: %s", out)
+	}
+
+	// The launcher holds the approved app only.
+	p, _ := resolvePaths(home, func(string) string { return "" })
+	s, err := rooms.Open(context.Background(), filepath.Join(p.Data, daemon.RoomsDB), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	page, err := s.ListRoomApps(context.Background(), "proj-a", "room-1", 50, "")
+	if err != nil || len(page.Items) != 1 || page.Items[0].Name != "Standup timer" {
+		t.Fatalf("launcher: %+v %v", page.Items, err)
+	}
+
+	code, _, _ = run(t, env, "review", "show")
+	if code != ExitUsage {
+		t.Errorf("show without an id: %d", code)
+	}
+	code, _, errs = run(t, map[string]string{"ROOMRELAY_HOME": t.TempDir()}, "review", "list")
+	if code != ExitFailure || !strings.Contains(errs, "no local Room store") {
+		t.Errorf("no store: %d %s", code, errs)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestSnippetKey(t *testing.T) {
+	dir := filepath.Join("..", "examples", "standup-timer")
+	files, err := sandbox.ReadSnippetDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := relay.SnippetKey("room-1", "Standup timer", files)
+	code, out, errs := run(t, nil, "snippet", "key", dir, "--room", "room-1", "--name", "Standup timer")
+	if code != ExitOK || strings.TrimSpace(out) != want || !strings.HasPrefix(want, "snip-") {
+		t.Fatalf("snippet key: %d %q %s (want %s)", code, out, errs, want)
+	}
+	// The same files given one by one give the same key.
+	code, out, _ = run(t, nil, "snippet", "key", "--room", "room-1", "--name", "Standup timer",
+		filepath.Join(dir, "src", "App.tsx"), filepath.Join(dir, "src", "styles.css"))
+	if code != ExitOK || strings.TrimSpace(out) != want {
+		t.Fatalf("snippet key from files: %q", out)
+	}
+	// Another name is another key.
+	_, out, _ = run(t, nil, "snippet", "key", dir, "--room", "room-1", "--name", "Timer 2")
+	if strings.TrimSpace(out) == want {
+		t.Fatal("the name is not part of the key")
+	}
+	code, out, _ = run(t, nil, "snippet", "key", dir, "--room", "room-1", "--name", "Standup timer", "--json")
+	var j struct {
+		Key  string `json:"idempotency_key"`
+		Hash string `json:"content_hash"`
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &j) != nil || j.Key != want || j.Hash != relay.ContentHash(files) {
+		t.Fatalf("--json: %s", out)
+	}
+	if code, _, _ := run(t, nil, "snippet", "key", dir); code != ExitUsage {
+		t.Errorf("without --room/--name: %d", code)
+	}
+}

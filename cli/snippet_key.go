@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+func init() {
+	register(&Command{
+		Name:     "snippet key",
+		Synopsis: "--room R --name N [--json] DIR | FILE...",
+		Summary:  "print the content-derived idempotency key for proposing a snippet",
+		Help: `Prints relay.SnippetKey(room, name, files): "snip-" and 32 hex digits of the
+SHA-256 of a canonical encoding of the room id, the app name and every file.
+A client that retries a proposal with this key after a lost response gets the
+existing proposal back (duplicate: true) instead of a second review card; the
+same key with other content is idempotency_conflict. --json adds the content
+hash the owner's approval binds to.`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			room := fs.String("room", "", "the Room `id` the snippet is proposed to")
+			name := fs.String("name", "", "the app `name` as proposed")
+			asJSON := fs.Bool("json", false, "print {idempotency_key, content_hash, files} as JSON")
+			return func(ctx context.Context, args []string) error {
+				if *room == "" || *name == "" {
+					return usagef("--room and --name are required: the key covers them")
+				}
+				if len(args) == 0 {
+					return usagef("give the snippet's directory or its files under src/")
+				}
+				files, err := readSnippetArgs(args)
+				if err != nil {
+					return err
+				}
+				key := relay.SnippetKey(*room, *name, files)
+				if *asJSON {
+					return reviewJSON(e.Stdout, map[string]any{"idempotency_key": key,
+						"content_hash": relay.ContentHash(files), "files": len(files)})
+				}
+				fmt.Fprintln(e.Stdout, key)
+				return nil
+			}
+		},
+	})
+}

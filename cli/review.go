@@ -253,7 +253,7 @@ func printProposal(w io.Writer, d rooms.ProposalDetail, full bool) {
 		fmt.Fprintf(w, "\nReview all proposed files (%d), %d bytes:\n", len(d.Files), d.TotalBytes)
 		for _, path := range d.SortedPaths() {
 			c := d.Files[path]
-			fmt.Fprintf(w, "\n=== %s (%d bytes, %d lines) ===\n", path, len(c), strings.Count(c, "\n")+1)
+			fmt.Fprintf(w, "\n=== %s (%d bytes, %d lines) ===\n", path, len(c), review.LineCount(c))
 			if full {
 				txt := review.Printable(c)
 				fmt.Fprint(w, txt)

@@ -36,3 +36,13 @@ func hidden(r rune) bool {
 	}
 	return false
 }
+
+// LineCount counts lines as an editor shows them: a final newline does not
+// start another line.
+func LineCount(s string) int {
+	n := strings.Count(s, "\n")
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		n++
+	}
+	return n
+}

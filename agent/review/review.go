@@ -124,7 +124,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Security-Policy", CSP)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "no-referrer") // the URL held a token
+	// Not "no-referrer": under it Chromium sends "Origin: null" on the
+	// page's own form posts, which the Origin check must refuse. The token
+	// is gone from the URL after the first redirect anyway.
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
@@ -271,7 +274,7 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, csrf string) {
 	pg := proposalPage{P: d.Proposal, CSRF: csrf, Texts: texts}
 	for _, p := range d.SortedPaths() {
 		c := d.Files[p]
-		pg.Files = append(pg.Files, fileView{Path: p, Bytes: len(c), Lines: strings.Count(c, "\n") + 1, Content: Printable(c)})
+		pg.Files = append(pg.Files, fileView{Path: p, Bytes: len(c), Lines: LineCount(c), Content: Printable(c)})
 	}
 	h.render(w, http.StatusOK, "proposal.html", pg)
 }

@@ -174,7 +174,7 @@ func TestHostHeaderAndSecurityHeaders(t *testing.T) {
 		if got := r.header.Get("Content-Security-Policy"); got != CSP {
 			t.Errorf("%s: CSP %q", path, got)
 		}
-		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Referrer-Policy") != "no-referrer" || r.header.Get("X-Frame-Options") != "DENY" {
+		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Referrer-Policy") != "same-origin" || r.header.Get("X-Frame-Options") != "DENY" {
 			t.Errorf("%s: headers %v", path, r.header)
 		}
 	}

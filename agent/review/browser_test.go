@@ -82,7 +82,9 @@ func (wd *webdriver) call(method, path string, in any) json.RawMessage {
 
 func (wd *webdriver) s(path string) string { return "/session/" + wd.session + path }
 
-func (wd *webdriver) navigate(url string) { wd.call(http.MethodPost, wd.s("/url"), map[string]string{"url": url}) }
+func (wd *webdriver) navigate(url string) {
+	wd.call(http.MethodPost, wd.s("/url"), map[string]string{"url": url})
+}
 
 func (wd *webdriver) find(css string) string {
 	wd.t.Helper()

@@ -298,4 +298,3 @@ func TestServiceRefusesSudoAndGoRun(t *testing.T) {
 		t.Errorf("refused install left: %v", left)
 	}
 }
-

@@ -90,9 +90,9 @@ func systemdUnit(p Params, system bool) (string, error) {
 		w("Wants=network-online.target")
 		w("After=network-online.target")
 	}
-	// A crash loop stops after 5 starts in 5 minutes instead of spinning.
-	w("StartLimitIntervalSec=300")
-	w("StartLimitBurst=5")
+	// No start limit: a keyring still locked after boot (exit 4) must be
+	// retried until the user logs in; RestartSec keeps that loop slow.
+	w("StartLimitIntervalSec=0")
 	w("")
 	w("[Service]")
 	w("Type=simple")
@@ -110,9 +110,9 @@ func systemdUnit(p Params, system bool) (string, error) {
 	// The agent reconnects by itself; a restart is for crashes and for a
 	// keyring that was still locked when the session started (exit 4).
 	w("Restart=on-failure")
-	w("RestartSec=10")
+	w("RestartSec=30")
 	// Not enrolled or revoked, or a usage error: a restart cannot fix those,
-	// and a revoked device must not knock on the hub every 10 s.
+	// and a revoked device must not knock on the hub every 30 s.
 	w("RestartPreventExitStatus=%d %d", ExitUsage, ExitNotEnrolled)
 	// SIGTERM lets the agent tell the hub it is leaving and close cleanly.
 	w("KillSignal=SIGTERM")

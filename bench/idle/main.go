@@ -1,0 +1,341 @@
+// Command idle measures the agent's idle footprint as a real process (Linux):
+// it builds roomrelay, starts a hub (`roomrelay hub`) on loopback, pairs and
+// enrolls a device with the file credential store, starts `roomrelay run`,
+// and samples the agent from /proc over a window while it is connected and
+// again after the hub was killed (hub unreachable, agent backing off):
+//
+//	go run ./bench/idle                      # 2 minutes per phase
+//	go run ./bench/idle -window 20s -json    # quicker
+//
+// Figures per phase: RSS (max sampled, and at the end), CPU seconds per hour
+// (utime+stime from /proc/PID/stat over the window), and wakeups per minute
+// (voluntary+involuntary context switches summed over the process's threads
+// from /proc/PID/task/*/status). Sandbox workers are not counted: an idle
+// agent has none (they exit after 30 s idle).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clkTck is USER_HZ, 100 on every Linux the agent targets.
+const clkTck = 100
+
+type phase struct {
+	Name           string  `json:"name"`
+	Window         string  `json:"window"`
+	AgentState     string  `json:"agent_state"`
+	RSSMaxMiB      float64 `json:"rss_max_mib"`
+	RSSEndMiB      float64 `json:"rss_end_mib"`
+	CPUSecPerHour  float64 `json:"cpu_seconds_per_hour"`
+	CPUPercent     float64 `json:"cpu_percent"`
+	WakeupsPerMin  float64 `json:"wakeups_per_minute"`
+	Threads        int     `json:"threads"`
+	VoluntaryCS    int64   `json:"voluntary_ctxt_switches"`
+	NonvoluntaryCS int64   `json:"nonvoluntary_ctxt_switches"`
+}
+
+func main() {
+	window := flag.Duration("window", 2*time.Minute, "measurement window per phase")
+	settle := flag.Duration("settle", 10*time.Second, "wait after each transition before measuring")
+	asJSON := flag.Bool("json", false, "print JSON")
+	keep := flag.Bool("keep", false, "keep the work directory (logs, homes)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	phases, err := run(ctx, log, *window, *settle, *keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idle:", err)
+		os.Exit(1)
+	}
+	if *asJSON {
+		json.NewEncoder(os.Stdout).Encode(phases)
+		return
+	}
+	fmt.Printf("%-12s %-10s %8s %8s %10s %7s %10s %7s\n", "phase", "state", "RSSmax", "RSSend", "CPU s/h", "CPU%", "wakeups/m", "threads")
+	for _, p := range phases {
+		fmt.Printf("%-12s %-10s %6.1fMB %6.1fMB %10.2f %6.3f%% %10.1f %7d\n", p.Name, p.AgentState, p.RSSMaxMiB, p.RSSEndMiB, p.CPUSecPerHour, p.CPUPercent, p.WakeupsPerMin, p.Threads)
+	}
+	fmt.Printf("window %s per phase; RSS in MiB\n", *window)
+}
+
+func run(ctx context.Context, log *slog.Logger, window, settle time.Duration, keep bool) ([]phase, error) {
+	dir, err := os.MkdirTemp("", "roomrelay-idle-")
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		log.Info("work directory kept", "dir", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	bin := filepath.Join(dir, "roomrelay")
+	log.Info("building roomrelay")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/roomrelay")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("go build: %w", err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	hubURL := "http://" + addr
+	hubHome, agentHome := filepath.Join(dir, "hub"), filepath.Join(dir, "agent")
+
+	hub, err := start(ctx, bin, filepath.Join(dir, "hub.log"), "hub", "--home", hubHome, "--listen", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer hub.stop()
+	if err := waitFor(ctx, 30*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}); err != nil {
+		return nil, fmt.Errorf("hub did not come up (see hub.log with -keep): %w", err)
+	}
+	out, err := exec.CommandContext(ctx, bin, "hub", "pair", "--home", hubHome, "--hub", hubURL, "--project", "bench", "--json").Output()
+	if err != nil {
+		return nil, fmt.Errorf("hub pair: %w", err)
+	}
+	var pc struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal(out, &pc); err != nil || pc.Code == "" {
+		return nil, fmt.Errorf("hub pair printed %q: %v", out, err)
+	}
+	enroll := exec.CommandContext(ctx, bin, "enroll", "--home", agentHome, "--hub", hubURL, "--code", pc.Code, "--credential-store", "file")
+	if out, err := enroll.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("enroll: %w: %s", err, out)
+	}
+	agent, err := start(ctx, bin, filepath.Join(dir, "agent.log"), "run", "--home", agentHome, "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	defer agent.stop()
+	state := func() string {
+		out, _ := exec.CommandContext(ctx, bin, "status", "--home", agentHome, "--json").Output()
+		var r struct {
+			State string `json:"state"`
+		}
+		json.Unmarshal(out, &r)
+		return r.State
+	}
+	if err := waitFor(ctx, 60*time.Second, func() bool { return state() == "online" }); err != nil {
+		return nil, fmt.Errorf("agent did not come online (state %q): %w", state(), err)
+	}
+	log.Info("agent online; settling", "settle", settle)
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
+	var phases []phase
+	log.Info("measuring connected", "window", window)
+	p, err := measure(ctx, agent.cmd.Process.Pid, window)
+	if err != nil {
+		return nil, err
+	}
+	p.Name, p.AgentState = "connected", state()
+	phases = append(phases, p)
+
+	log.Info("killing the hub")
+	hub.kill()
+	if err := waitFor(ctx, 90*time.Second, func() bool { s := state(); return s != "online" && s != "" }); err != nil {
+		return nil, fmt.Errorf("agent still %q after the hub died: %w", state(), err)
+	}
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
+	log.Info("measuring hub unreachable", "window", window)
+	p, err = measure(ctx, agent.cmd.Process.Pid, window)
+	if err != nil {
+		return nil, err
+	}
+	p.Name, p.AgentState = "hub-down", state()
+	phases = append(phases, p)
+	return phases, nil
+}
+
+// proc is a child process and a channel closed once it has been waited for.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func start(ctx context.Context, bin, logPath string, args ...string) (*proc, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start roomrelay %s: %w", args[0], err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); lf.Close(); close(p.done) }()
+	return p, nil
+}
+
+// stop ends the child: SIGTERM, then SIGKILL after 10 s.
+func (p *proc) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+type sample struct {
+	ticks    int64
+	vol, inv int64
+	threads  int
+	rssKiB   int64
+}
+
+func read(pid int) (sample, error) {
+	var s sample
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	s.ticks = ut + st
+	s.rssKiB = statusField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS")
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return s, err
+	}
+	for _, t := range tasks {
+		p := fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name())
+		s.vol += statusField(p, "voluntary_ctxt_switches")
+		s.inv += statusField(p, "nonvoluntary_ctxt_switches")
+		s.threads++
+	}
+	return s, nil
+}
+
+func statusField(path, key string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == key {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func measure(ctx context.Context, pid int, window time.Duration) (phase, error) {
+	a, err := read(pid)
+	if err != nil {
+		return phase{}, err
+	}
+	t0 := time.Now()
+	maxRSS := a.rssKiB
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	end := time.After(window)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			return phase{}, ctx.Err()
+		case <-end:
+			break loop
+		case <-tick.C:
+			if s, err := read(pid); err == nil && s.rssKiB > maxRSS {
+				maxRSS = s.rssKiB
+			}
+		}
+	}
+	b, err := read(pid)
+	if err != nil {
+		return phase{}, fmt.Errorf("agent gone during the window: %w", err)
+	}
+	el := time.Since(t0)
+	cpu := float64(b.ticks-a.ticks) / clkTck
+	// Threads that exited during the window take their switches with them;
+	// never report a negative count.
+	vol, inv := max(b.vol-a.vol, 0), max(b.inv-a.inv, 0)
+	return phase{
+		Window:         el.Round(time.Second).String(),
+		RSSMaxMiB:      float64(max(maxRSS, b.rssKiB)) / 1024,
+		RSSEndMiB:      float64(b.rssKiB) / 1024,
+		CPUSecPerHour:  cpu / el.Hours(),
+		CPUPercent:     100 * cpu / el.Seconds(),
+		WakeupsPerMin:  float64(vol+inv) / el.Minutes(),
+		Threads:        b.threads,
+		VoluntaryCS:    vol,
+		NonvoluntaryCS: inv,
+	}, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitFor(ctx context.Context, limit time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/power"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
@@ -42,7 +43,23 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 					defer pool.Close()
 				}
 				e.Logger.Info("agent starting", "hub", d.Agent().Status().Hub, "device", d.Agent().Status().DeviceID)
-				err = d.Run(ctx)
+				// Sleep announcements: logind on Linux; elsewhere the agent's
+				// wall-clock jump detector reconnects after a wake.
+				runCtx, stop := context.WithCancel(ctx)
+				powerDone := make(chan struct{})
+				go func() {
+					defer close(powerDone)
+					a := d.Agent()
+					err := power.Watch(runCtx, power.Config{Logger: e.Logger,
+						OnSleep:  func(ctx context.Context) { _ = a.AnnounceSleep(ctx) },
+						OnResume: func(context.Context) { a.Resume() }})
+					if err != nil && !errors.Is(err, context.Canceled) {
+						e.Logger.Info("no sleep notifications; wake is detected by the wall clock", "reason", err)
+					}
+				}()
+				err = d.Run(runCtx)
+				stop()
+				<-powerDone
 				switch {
 				case errors.Is(err, agent.ErrNeedsEnrollment):
 					return exitErr(ExitNotEnrolled, fmt.Errorf("%w: the hub refused this device's token; enroll again with a new pairing code", err))

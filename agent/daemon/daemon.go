@@ -52,7 +52,7 @@ type Config struct {
 	EnsureRuntime func(ctx context.Context) error
 
 	// Tick is how often the policy file and review decisions are checked
-	// (default 1 s).
+	// where no change notification exists (default 1 s; Linux uses inotify).
 	Tick time.Duration
 	// Agent lets tests adjust the agent's settings (clock, backoff).
 	Agent func(*agent.Config)
@@ -73,9 +73,17 @@ type Daemon struct {
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
 	policyStamp fileStamp
 
-	decideMu sync.Mutex // one publisher of review decisions at a time
-	denied   sync.Map   // command id -> struct{}: the guard refused it
+	decideMu   sync.Mutex // one publisher of review decisions at a time; guards storeStamp, lastQuery
+	storeStamp [2]fileStamp
+	lastQuery  time.Time
+	denied     sync.Map // command id -> struct{}: the guard refused it
+
+	stats struct{ policyLoads, decisionQueries atomic.Int64 }
 }
+
+// decisionRecheck bounds how long a decision could wait if a store change
+// slipped past the file-stamp check (same size and mtime).
+const decisionRecheck = time.Minute
 
 // Open opens the stores and builds the agent; Run starts it.
 func Open(ctx context.Context, cfg Config) (*Daemon, error) {
@@ -168,24 +176,58 @@ func (d *Daemon) Close() error {
 
 // housekeep reloads the policy when its file changes and publishes review
 // decisions made by the owner (in this or another process: the review CLI
-// and page write the store directly).
+// and page write the store directly). On Linux it sleeps on inotify and
+// wakes on a change; elsewhere, or when inotify is unavailable, it polls
+// every Tick.
 func (d *Daemon) housekeep(ctx context.Context) {
-	t := time.NewTicker(d.cfg.Tick)
+	every := d.cfg.Tick
+	var changes <-chan struct{} // nil: only the ticker
+	w, err := newChangeWatcher(d.cfg.ConfigDir, d.cfg.DataDir)
+	if err != nil {
+		d.log.Debug("polling for policy and review changes", "every", every, "reason", err)
+	} else {
+		every = decisionRecheck // a safety net only
+		changes = w.C()
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run() }()
+		defer func() { w.Close(); wg.Wait() }()
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
-	d.publishDecisions(ctx)
+	d.publishDecisions(ctx, true)
+	// A change event can arrive before another process's commit is visible
+	// to readers (SQLite publishes it in the shared-memory index, which
+	// inotify does not see), so every burst of events is checked again once
+	// it settled.
+	var settle <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			d.poke(ctx, false)
+		case <-changes:
+			d.poke(ctx, true)
+			settle = time.After(settleDelay)
+		case <-settle:
+			settle = nil
+			d.poke(ctx, true)
 		}
-		d.Poke(ctx)
 	}
 }
 
+// settleDelay is when a burst of change events is looked at again.
+const settleDelay = 250 * time.Millisecond
+
 // Poke reloads the policy if its file changed and publishes pending review
-// decisions now, instead of at the next tick.
-func (d *Daemon) Poke(ctx context.Context) {
+// decisions now, instead of at the next change event or tick. An idle poll
+// tick (systems without inotify) costs three stat calls: no file is read and
+// no SQL runs.
+func (d *Daemon) Poke(ctx context.Context) { d.poke(ctx, true) }
+
+// poke is Poke; without force the store is queried only if its files changed.
+func (d *Daemon) poke(ctx context.Context, force bool) {
 	d.policyMu.Lock()
 	changed, err := d.policyChanged()
 	if err == nil && changed {
@@ -198,7 +240,7 @@ func (d *Daemon) Poke(ctx context.Context) {
 	case changed:
 		d.announcePolicy(ctx)
 	}
-	d.publishDecisions(ctx)
+	d.publishDecisions(ctx, force)
 }
 
 func (d *Daemon) announcePolicy(ctx context.Context) {
@@ -250,5 +292,6 @@ func (d *Daemon) reloadPolicy() error {
 	}
 	d.policy.Store(p)
 	d.policyStamp = stamp
+	d.stats.policyLoads.Add(1)
 	return nil
 }

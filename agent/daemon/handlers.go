@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
@@ -198,12 +199,35 @@ func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID 
 	return res, nil
 }
 
+// storeChanged reports whether the rooms database (or its WAL, where other
+// processes' commits land first) changed since the last look.
+func (d *Daemon) storeChanged() bool {
+	db := filepath.Join(d.cfg.DataDir, RoomsDB)
+	var now [2]fileStamp
+	for i, p := range []string{db, db + "-wal"} {
+		st, err := statStamp(p)
+		if err != nil {
+			return true
+		}
+		now[i] = st
+	}
+	changed := now != d.storeStamp
+	d.storeStamp = now
+	return changed
+}
+
 // publishDecisions sends a proposal_decided event for each decision the
 // owner made that the hub has not been told of, smoke-running approved
-// snippets first so the event and the build state agree.
-func (d *Daemon) publishDecisions(ctx context.Context) {
+// snippets first so the event and the build state agree. Unless force is
+// set it queries only when the store's files changed.
+func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 	d.decideMu.Lock()
 	defer d.decideMu.Unlock()
+	if !d.storeChanged() && !force && time.Since(d.lastQuery) < decisionRecheck {
+		return
+	}
+	d.lastQuery = time.Now()
+	d.stats.decisionQueries.Add(1)
 	ps, err := d.store.UnannouncedDecisions(ctx)
 	if err != nil {
 		d.log.Warn("reading review decisions failed", "err", err)

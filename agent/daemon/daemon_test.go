@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func openTest(t *testing.T) *Daemon {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
+		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// TestIdleTickDoesNoWork: with nothing changed on disk, a housekeeping tick
+// neither re-reads the policy nor queries the store.
+func TestIdleTickDoesNoWork(t *testing.T) {
+	d := openTest(t)
+	pol := "version 1\nproject p\n  enabled yes\n  commands read_room\n"
+	if err := os.WriteFile(d.policyPath(), []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d.poke(ctx, false)
+	if got := d.Policy().Summary(); len(got) != 1 {
+		t.Fatalf("policy not loaded: %+v", got)
+	}
+	loads, queries := d.stats.policyLoads.Load(), d.stats.decisionQueries.Load()
+	for range 5 {
+		d.poke(ctx, false)
+	}
+	if d.stats.policyLoads.Load() != loads || d.stats.decisionQueries.Load() != queries {
+		t.Fatalf("idle ticks did work: policy loads %d→%d, decision queries %d→%d", loads, d.stats.policyLoads.Load(), queries, d.stats.decisionQueries.Load())
+	}
+	// A change to the policy file is picked up; so is a write to the store.
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(d.policyPath(), []byte(pol+"  rooms r1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.store.CreateProject(ctx, "p", "p"); err != nil {
+		t.Fatal(err)
+	}
+	d.poke(ctx, false)
+	if d.stats.policyLoads.Load() != loads+1 || d.stats.decisionQueries.Load() != queries+1 {
+		t.Fatalf("changes not picked up: policy loads %d→%d, decision queries %d→%d", loads, d.stats.policyLoads.Load(), queries, d.stats.decisionQueries.Load())
+	}
+}

@@ -56,6 +56,17 @@ const elementKey = "element-6066-11e4-a52e-4f735466cecf"
 
 func (wd *webdriver) call(method, path string, in any) json.RawMessage {
 	wd.t.Helper()
+	v, status, raw := wd.try(method, path, in)
+	if status != http.StatusOK {
+		wd.t.Fatalf("webdriver %s %s: %d %.500s", method, path, status, raw)
+	}
+	return v
+}
+
+// try is call without failing the test: the value, the HTTP status and the
+// raw body.
+func (wd *webdriver) try(method, path string, in any) (json.RawMessage, int, []byte) {
+	wd.t.Helper()
 	var body io.Reader
 	if in != nil {
 		b, _ := json.Marshal(in)
@@ -74,10 +85,33 @@ func (wd *webdriver) call(method, path string, in any) json.RawMessage {
 	var out struct {
 		Value json.RawMessage `json:"value"`
 	}
-	if err := json.Unmarshal(raw, &out); err != nil || resp.StatusCode != http.StatusOK {
-		wd.t.Fatalf("webdriver %s %s: %d %.500s", method, path, resp.StatusCode, raw)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, resp.StatusCode, raw
 	}
-	return out.Value
+	return out.Value, resp.StatusCode, raw
+}
+
+// waitText waits until the element css shows want: after a click that
+// submits a form, the old page's element can still be found (and then go
+// stale) until the browser has navigated.
+func (wd *webdriver) waitText(css, want string) string {
+	wd.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		raw, status, _ := wd.try(http.MethodPost, wd.s("/element"), map[string]string{"using": "css selector", "value": css})
+		var v map[string]string
+		if status == http.StatusOK && json.Unmarshal(raw, &v) == nil && v[elementKey] != "" {
+			if tv, st, _ := wd.try(http.MethodGet, wd.s("/element/"+v[elementKey]+"/text"), nil); st == http.StatusOK {
+				_ = json.Unmarshal(tv, &got)
+				if got == want {
+					return got
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return got
 }
 
 func (wd *webdriver) s(path string) string { return "/session/" + wd.session + path }
@@ -269,7 +303,7 @@ func TestReviewPageInBrowser(t *testing.T) {
 	}
 	wd.click(wd.find(fmt.Sprintf(`a[href="/p/%s"]`, timer.ID)))
 
-	if got := wd.text(wd.find("#files-heading")); got != "Review all proposed files (3)" {
+	if got := wd.waitText("#files-heading", "Review all proposed files (3)"); got != "Review all proposed files (3)" {
 		t.Errorf("heading %q", got)
 	}
 	if got := wd.text(wd.find("p.notice")); got != TextApproval {
@@ -317,7 +351,7 @@ func TestReviewPageInBrowser(t *testing.T) {
 	wd.screenshot(filepath.Join(artifactDir(t), "review-proposal.png"))
 
 	wd.click(wd.find("#approve"))
-	if h := wd.text(wd.find("h1")); h != "Approved" {
+	if h := wd.waitText("h1", "Approved"); h != "Approved" {
 		t.Fatalf("after approve: %q: %s", h, wd.text(wd.find("main")))
 	}
 	wd.screenshot(filepath.Join(artifactDir(t), "review-approved.png"))
@@ -328,8 +362,9 @@ func TestReviewPageInBrowser(t *testing.T) {
 
 	wd.navigate(strings.SplitN(srv.URL(), "?", 2)[0])
 	wd.click(wd.find(fmt.Sprintf(`a[href="/p/%s"]`, other.ID)))
+	wd.waitText("#decline", TextDecline)
 	wd.click(wd.find("#decline"))
-	if h := wd.text(wd.find("h1")); h != "Declined" {
+	if h := wd.waitText("h1", "Declined"); h != "Declined" {
 		t.Fatalf("after decline: %q", h)
 	}
 	d, err := s.GetProposal(ctx, other.ID)

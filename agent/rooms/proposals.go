@@ -272,101 +272,98 @@ func (d ProposalDetail) SortedPaths() []string {
 	return ps
 }
 
+// decide runs one review transition of a pending proposal in a single write
+// transaction: body changes the rows, and the proposal is read back as it
+// now stands before the commit.
+func (s *Store) decide(ctx context.Context, verb, id string, body func(tx *sql.Tx, p Proposal) error) (Proposal, error) {
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return Proposal{}, err
+	}
+	defer unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("rooms: %s proposal %q: %w", verb, id, err)
+	}
+	defer tx.Rollback()
+	p, err := s.proposal(ctx, tx, id)
+	if err != nil {
+		return Proposal{}, err
+	}
+	if p.State != ProposalPending {
+		return Proposal{}, fmt.Errorf("rooms: %s proposal %q: %w (it is %s)", verb, id, ErrNotPending, p.State)
+	}
+	if err := body(tx, p); err != nil {
+		return Proposal{}, err
+	}
+	if p, err = s.proposal(ctx, tx, id); err != nil {
+		return Proposal{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Proposal{}, fmt.Errorf("rooms: %s proposal %q: %w", verb, id, err)
+	}
+	return p, nil
+}
+
 // ApproveProposal turns a pending proposal into an app at the end of its
 // Room's launcher, in one transaction. contentHash is the hash of the content
 // the owner was shown; if it is not the stored one the approval is refused
 // (ErrContentChanged), so approving one set of files can never create an app
 // from another.
 func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Proposal, error) {
-	unlock, err := s.lockWrite(ctx)
+	p, err := s.decide(ctx, "approve", id, func(tx *sql.Tx, p Proposal) error {
+		if contentHash != p.ContentHash {
+			return fmt.Errorf("rooms: approve proposal %q: %w: reviewed %q, stored %q; review it again",
+				id, ErrContentChanged, contentHash, p.ContentHash)
+		}
+		files, err := readFiles(ctx, tx, `SELECT path, content FROM proposal_files WHERE proposal_id = ?`, id)
+		if err != nil {
+			return err
+		}
+		// Check the stored files against the stored hash too: what becomes
+		// the app is exactly what the hash names.
+		if got := ProposalContentHash(p.Kind, files, p.RepositoryID, p.VersionID); got != p.ContentHash {
+			return fmt.Errorf("rooms: approve proposal %q: %w: stored files hash to %q", id, ErrContentChanged, got)
+		}
+		now := s.now()
+		instanceID := newID("app_")
+		a := appRow{
+			instanceID: instanceID, roomID: p.RoomID, name: p.Name, source: p.Kind,
+			repositoryID: p.RepositoryID, versionID: p.VersionID, contentHash: p.ContentHash,
+			review: ReviewApproved, reviewedAt: now, proposalID: p.ID,
+		}
+		if err := s.insertApp(ctx, tx, a, files); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE proposals SET state = 'approved', decided_at = ?, instance_id = ? WHERE id = ?`,
+			ms(now), instanceID, id); err != nil {
+			return fmt.Errorf("rooms: approve proposal %q: %w", id, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return Proposal{}, err
 	}
-	defer unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w", id, err)
-	}
-	defer tx.Rollback()
-	p, err := s.proposal(ctx, tx, id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	if p.State != ProposalPending {
-		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w (it is %s)", id, ErrNotPending, p.State)
-	}
-	if contentHash != p.ContentHash {
-		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w: reviewed %q, stored %q; review it again",
-			id, ErrContentChanged, contentHash, p.ContentHash)
-	}
-	files, err := readFiles(ctx, tx, `SELECT path, content FROM proposal_files WHERE proposal_id = ?`, id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	// Check the stored files against the stored hash too: what becomes the
-	// app is exactly what the hash names.
-	if got := ProposalContentHash(p.Kind, files, p.RepositoryID, p.VersionID); got != p.ContentHash {
-		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w: stored files hash to %q", id, ErrContentChanged, got)
-	}
-	now := s.now()
-	instanceID := newID("app_")
-	a := appRow{
-		instanceID: instanceID, roomID: p.RoomID, name: p.Name, source: p.Kind,
-		repositoryID: p.RepositoryID, versionID: p.VersionID, contentHash: p.ContentHash,
-		review: ReviewApproved, reviewedAt: now, proposalID: p.ID,
-	}
-	if err := s.insertApp(ctx, tx, a, files); err != nil {
-		return Proposal{}, err
-	}
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE proposals SET state = 'approved', decided_at = ?, instance_id = ? WHERE id = ?`,
-		ms(now), instanceID, id); err != nil {
-		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w", id, err)
-	}
-	p, err = s.proposal(ctx, tx, id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return Proposal{}, fmt.Errorf("rooms: approve proposal %q: %w", id, err)
-	}
-	s.log.InfoContext(ctx, "rooms: proposal approved", "proposal", id, "instance", instanceID)
+	s.log.InfoContext(ctx, "rooms: proposal approved", "proposal", id, "instance", p.InstanceID)
 	return p, nil
 }
 
 // DeclineProposal discards a pending proposal's files. The proposal row stays
 // so its idempotency key remains spent.
 func (s *Store) DeclineProposal(ctx context.Context, id string) (Proposal, error) {
-	unlock, err := s.lockWrite(ctx)
+	p, err := s.decide(ctx, "decline", id, func(tx *sql.Tx, _ Proposal) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM proposal_files WHERE proposal_id = ?`, id); err != nil {
+			return fmt.Errorf("rooms: decline proposal %q: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE proposals SET state = 'declined', decided_at = ? WHERE id = ?`, ms(s.now()), id); err != nil {
+			return fmt.Errorf("rooms: decline proposal %q: %w", id, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return Proposal{}, err
-	}
-	defer unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("rooms: decline proposal %q: %w", id, err)
-	}
-	defer tx.Rollback()
-	p, err := s.proposal(ctx, tx, id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	if p.State != ProposalPending {
-		return Proposal{}, fmt.Errorf("rooms: decline proposal %q: %w (it is %s)", id, ErrNotPending, p.State)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM proposal_files WHERE proposal_id = ?`, id); err != nil {
-		return Proposal{}, fmt.Errorf("rooms: decline proposal %q: %w", id, err)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE proposals SET state = 'declined', decided_at = ? WHERE id = ?`, ms(s.now()), id); err != nil {
-		return Proposal{}, fmt.Errorf("rooms: decline proposal %q: %w", id, err)
-	}
-	p, err = s.proposal(ctx, tx, id)
-	if err != nil {
-		return Proposal{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return Proposal{}, fmt.Errorf("rooms: decline proposal %q: %w", id, err)
 	}
 	s.log.InfoContext(ctx, "rooms: proposal declined", "proposal", id)
 	return p, nil

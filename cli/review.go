@@ -21,15 +21,24 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 )
 
-// openReviewStore opens the device's local store for the owner's review. The
-// agent may hold it open at the same time (SQLite WAL serialises writers);
-// the running agent sees a decision within its tick and tells the hub.
-func openReviewStore(ctx context.Context, e *Env, p Paths) (*rooms.Store, error) {
-	path := filepath.Join(p.Data, daemon.RoomsDB)
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no local Room store at %s: nothing was proposed on this device yet (is --home right?)", path)
+// reviewStoreFlags adds --home and returns an opener of the device's local
+// store for the owner's review. Unlike roomsFlags it does not create a store:
+// reviewing where nothing was ever proposed is a mistake worth naming. The
+// agent may hold the store open at the same time (SQLite WAL serialises
+// writers) and tells the hub of each decision.
+func reviewStoreFlags(flags *flag.FlagSet, e *Env) func(context.Context) (*rooms.Store, error) {
+	paths := pathFlags(flags, e)
+	return func(ctx context.Context) (*rooms.Store, error) {
+		p, err := paths()
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(p.Data, daemon.RoomsDB)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no local Room store at %s: nothing was proposed on this device yet (is --home right?)", path)
+		}
+		return rooms.Open(ctx, path, e.Logger)
 	}
-	return rooms.Open(ctx, path, e.Logger)
 }
 
 const reviewHelp = `Proposals from the cloud wait here, pending: not in the launcher, not
@@ -50,21 +59,22 @@ func init() {
 		Summary:  "review proposals on this device: list, show, approve, decline, or a local web page",
 		Help:     reviewHelp,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := reviewStoreFlags(fs, e)
 			web := fs.Bool("web", false, "serve the review page on 127.0.0.1 (random port) until interrupted")
-			open := fs.Bool("open", false, "with --web: open the page in the default browser")
+			openPage := fs.Bool("open", false, "with --web: open the page in the default browser")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("unknown subcommand %q (want list, show, approve, decline or --web)", args[0])
 				}
-				p, err := paths()
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
+				defer s.Close()
 				if !*web {
-					return reviewList(ctx, e, p, false, false)
+					return reviewList(ctx, e, s, false, false)
 				}
-				return reviewWeb(ctx, e, p, *open)
+				return reviewWeb(ctx, e, s, *openPage)
 			}
 		},
 	})
@@ -73,18 +83,19 @@ func init() {
 		Synopsis: "[--all] [--json]",
 		Summary:  "list proposals waiting for review (--all: decided ones too)",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := reviewStoreFlags(fs, e)
 			all := fs.Bool("all", false, "include approved and declined proposals")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("unexpected argument %q", args[0])
 				}
-				p, err := paths()
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
-				return reviewList(ctx, e, p, *all, *asJSON)
+				defer s.Close()
+				return reviewList(ctx, e, s, *all, *asJSON)
 			}
 		},
 	})
@@ -93,17 +104,13 @@ func init() {
 		Synopsis: "ID [--json]",
 		Summary:  "print a proposal with every file in full, its sizes and content hash",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := reviewStoreFlags(fs, e)
 			asJSON := fs.Bool("json", false, "print JSON (files verbatim)")
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 1 {
 					return usagef("give one proposal ID (see `roomrelay review list`)")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				s, err := openReviewStore(ctx, e, p)
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
@@ -128,17 +135,13 @@ func init() {
 the proposal's content is not that. Without --hash, prints the files with
 their sizes and the hash, and approves that hash.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := reviewStoreFlags(fs, e)
 			hash := fs.String("hash", "", "the content `hash` that was reviewed")
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 1 {
 					return usagef("give one proposal ID (see `roomrelay review list`)")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				s, err := openReviewStore(ctx, e, p)
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
@@ -171,16 +174,12 @@ their sizes and the hash, and approves that hash.`,
 		Synopsis: "ID",
 		Summary:  "decline a proposal: its files are discarded, its key stays spent",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			open := reviewStoreFlags(fs, e)
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 1 {
 					return usagef("give one proposal ID (see `roomrelay review list`)")
 				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				s, err := openReviewStore(ctx, e, p)
+				s, err := open(ctx)
 				if err != nil {
 					return err
 				}
@@ -202,12 +201,7 @@ func reviewJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func reviewList(ctx context.Context, e *Env, p Paths, all, asJSON bool) error {
-	s, err := openReviewStore(ctx, e, p)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
+func reviewList(ctx context.Context, e *Env, s *rooms.Store, all, asJSON bool) error {
 	f := rooms.ProposalFilter{State: rooms.ProposalPending}
 	if all {
 		f.State = ""
@@ -271,12 +265,7 @@ func printProposal(w io.Writer, d rooms.ProposalDetail, full bool) {
 	}
 }
 
-func reviewWeb(ctx context.Context, e *Env, p Paths, open bool) error {
-	s, err := openReviewStore(ctx, e, p)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
+func reviewWeb(ctx context.Context, e *Env, s *rooms.Store, open bool) error {
 	srv, err := review.Listen(s, e.Logger)
 	if err != nil {
 		return exitErr(ExitUnavailable, err)

@@ -128,3 +128,29 @@ func TestEnrollRefusesPlainHTTPToRemote(t *testing.T) {
 		t.Fatalf("enroll over plain http to a remote host: %d %s", code, errs)
 	}
 }
+
+// TestBuildFlavor: version reports the build, and the device build
+// (go test -tags agentonly ./cli, run by .ci/run) refuses hub and demo with
+// the reason instead of "unknown command".
+func TestBuildFlavor(t *testing.T) {
+	code, out, _ := run(t, nil, "version", "--json")
+	if code != ExitOK || !strings.Contains(out, `"build":"`+buildFlavor+`"`) {
+		t.Fatalf("version --json = %d %s; want build %q", code, out, buildFlavor)
+	}
+	for _, name := range []string{"hub", "demo"} {
+		c, ok := commands[name]
+		if !ok {
+			t.Fatalf("%s is not registered in the %s build", name, buildFlavor)
+		}
+		if buildFlavor == "full" {
+			if strings.Contains(c.Summary, "not in this build") {
+				t.Errorf("full build: %s summary says %q", name, c.Summary)
+			}
+			continue
+		}
+		code, _, stderr := run(t, nil, name)
+		if code != ExitUsage || !strings.Contains(stderr, "not in this build") || !strings.Contains(stderr, "agentonly") {
+			t.Errorf("agent build: %s = %d %q; want exit 2 naming the build", name, code, stderr)
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
 
@@ -22,67 +21,13 @@ const DefaultHubListen = "127.0.0.1:7780"
 
 func init() {
 	register(&Command{
-		Name:     "hub",
-		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL]",
-		Summary:  "run the cloud hub: the agents' websocket endpoint and the HTTP API",
-		Help: `The hub stores enrollments and routes commands through NATS: an embedded
-in-process server with JetStream in the data dir by default (no port opened),
-or an external NATS server or cluster with --nats. Its admin token is read from
---admin-token, ROOMRELAY_ADMIN_TOKEN, or the file admin-token in the data dir
-(created 0600 on first start). Terminate TLS in front of it for non-loopback use.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			listen := fs.String("listen", DefaultHubListen, "HTTP listen `address`")
-			dataDir := fs.String("data-dir", "", "hub data `dir` (default DATA/hub)")
-			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
-			heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
-			node := fs.String("node", "", "node `name` in presence records (default hostname)")
-			adminToken := fs.String("admin-token", "", "admin `token` (default env ROOMRELAY_ADMIN_TOKEN or DATA/hub/admin-token)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
-				}
-				dir, err := hubDataDir(paths, *dataDir)
-				if err != nil {
-					return err
-				}
-				tok, err := hubAdminToken(e, dir, *adminToken, true)
-				if err != nil {
-					return err
-				}
-				h, err := hub.New(hub.Config{DataDir: dir, Listen: *listen, NATSURL: *natsURL, AdminToken: tok,
-					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger})
-				if err != nil {
-					return err
-				}
-				errc := make(chan error, 1)
-				go func() { errc <- h.Run(ctx) }()
-				select {
-				case <-h.Ready():
-					nats := "embedded NATS in " + filepath.Join(dir, "nats")
-					if *natsURL != "" {
-						nats = "NATS at " + *natsURL
-					}
-					fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s\n", h.URL(), nats, adminTokenSource(e, dir, *adminToken))
-				case err := <-errc:
-					return hubStartErr(err)
-				}
-				if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
-					return err
-				}
-				return nil
-			}
-		},
-	})
-
-	register(&Command{
 		Name:     "hub pair",
 		Synopsis: "--project P [--ttl 10m] [--json]",
 		Summary:  "print a one-time pairing code that enrolls a device for a project",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			c := adminClientFlags(fs, e)
 			project := fs.String("project", "", "project `id` the device is enrolled for (required)")
-			ttl := fs.Duration("ttl", hub.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
+			ttl := fs.Duration("ttl", hubclient.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
 				if *project == "" || len(args) > 0 {
@@ -178,7 +123,7 @@ succeeded and 1 when it failed (the error code is in the JSON).`,
 			c := adminClientFlags(fs, e)
 			project := fs.String("project", "", "project `id` (required)")
 			argsJSON := fs.String("args", "{}", "command arguments as a JSON `object`")
-			timeout := fs.Duration("timeout", hub.DefaultCommandTimeout, "how long the device may take")
+			timeout := fs.Duration("timeout", hubclient.DefaultCommandTimeout, "how long the device may take")
 			id := fs.String("id", "", "command `id` (default: the hub makes one); resending an id returns the stored result")
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 2 || *project == "" {
@@ -250,33 +195,20 @@ func hubDataDir(paths func() (Paths, error), flagDir string) (string, error) {
 	return filepath.Join(p.Data, "hub"), nil
 }
 
-// hubAdminToken finds the admin token: flag, env, then the data dir file
-// (created when create is set, i.e. by the hub itself).
-func hubAdminToken(e *Env, dataDir, flagTok string, create bool) (string, error) {
+// hubAdminToken finds the admin token for an admin command: flag, env, then
+// the hub's data dir file (which only the hub itself creates).
+func hubAdminToken(e *Env, dataDir, flagTok string) (string, error) {
 	if flagTok != "" {
 		return flagTok, nil
 	}
 	if t := e.Getenv("ROOMRELAY_ADMIN_TOKEN"); t != "" {
 		return t, nil
 	}
-	if create {
-		return hub.LoadOrCreateAdminToken(dataDir)
-	}
 	b, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
 	if err != nil {
 		return "", exitErr(ExitUsage, fmt.Errorf("no admin token: pass --admin-token, set ROOMRELAY_ADMIN_TOKEN, or run this on the hub's machine (looked in %s): %w", dataDir, err))
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-func adminTokenSource(e *Env, dir, flagTok string) string {
-	switch {
-	case flagTok != "":
-		return "--admin-token"
-	case e.Getenv("ROOMRELAY_ADMIN_TOKEN") != "":
-		return "ROOMRELAY_ADMIN_TOKEN"
-	}
-	return filepath.Join(dir, "admin-token")
 }
 
 // adminClientFlags adds the flags every admin command shares and returns a
@@ -291,7 +223,7 @@ func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error
 		if err != nil {
 			return nil, err
 		}
-		t, err := hubAdminToken(e, dir, *tok, false)
+		t, err := hubAdminToken(e, dir, *tok)
 		if err != nil {
 			return nil, err
 		}
@@ -315,14 +247,6 @@ func hubCallErr(err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) || errors.As(err, &ne) {
 		return exitErr(ExitUnavailable, fmt.Errorf("cannot reach the hub: %w (is `roomrelay hub` running, and is --hub right?)", err))
-	}
-	return err
-}
-
-func hubStartErr(err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "listen" {
-		return exitErr(ExitUnavailable, fmt.Errorf("%w (another hub running? choose another --listen)", err))
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
@@ -34,43 +35,57 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 				if err != nil {
 					return err
 				}
-				d, pool, err := openDaemon(ctx, e, p, rf, !*noSandbox)
-				if err != nil {
-					return err
-				}
-				defer d.Close()
-				if pool != nil {
-					defer pool.Close()
-				}
-				e.Logger.Info("agent starting", "hub", d.Agent().Status().Hub, "device", d.Agent().Status().DeviceID)
-				// Sleep announcements: logind on Linux; elsewhere the agent's
-				// wall-clock jump detector reconnects after a wake.
-				runCtx, stop := context.WithCancel(ctx)
-				powerDone := make(chan struct{})
-				go func() {
-					defer close(powerDone)
-					a := d.Agent()
-					err := power.Watch(runCtx, power.Config{Logger: e.Logger,
-						OnSleep:  func(ctx context.Context) { _ = a.AnnounceSleep(ctx) },
-						OnResume: func(context.Context) { a.Resume() }})
-					if err != nil && !errors.Is(err, context.Canceled) {
-						e.Logger.Info("no sleep notifications; wake is detected by the wall clock", "reason", err)
-					}
-				}()
-				err = d.Run(runCtx)
-				stop()
-				<-powerDone
-				switch {
-				case errors.Is(err, agent.ErrNeedsEnrollment):
-					return exitErr(ExitNotEnrolled, fmt.Errorf("%w: the hub refused this device's token; enroll again with a new pairing code", err))
-				case err != nil && !errors.Is(err, context.Canceled):
-					return err
-				}
-				e.Logger.Info("agent stopped")
-				return nil
+				return underServiceManager(ctx, e, func(ctx context.Context) error {
+					return runAgent(ctx, e, p, rf, !*noSandbox)
+				})
 			}
 		},
 	})
+}
+
+// runAgent runs the device agent and its sleep watcher until ctx ends or the
+// hub refuses the device.
+func runAgent(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandbox bool) error {
+	d, pool, err := openDaemon(ctx, e, p, rf, withSandbox)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if pool != nil {
+		defer pool.Close()
+	}
+	e.Logger.Info("agent starting", "hub", d.Agent().Status().Hub, "device", d.Agent().Status().DeviceID)
+	// Opening the stores, migrating and compiling the command schemas leave
+	// megabytes of garbage, and an idle agent never allocates enough to
+	// reach the runtime's 4 MB minimum heap goal; nor does the runtime's
+	// two-minute forced GC start before a first GC. Without this one
+	// collection the startup garbage stays resident for the agent's life.
+	debug.FreeOSMemory()
+	// Sleep announcements: logind on Linux; elsewhere the agent's
+	// wall-clock jump detector reconnects after a wake.
+	runCtx, stop := context.WithCancel(ctx)
+	powerDone := make(chan struct{})
+	go func() {
+		defer close(powerDone)
+		a := d.Agent()
+		err := power.Watch(runCtx, power.Config{Logger: e.Logger,
+			OnSleep:  func(ctx context.Context) { _ = a.AnnounceSleep(ctx) },
+			OnResume: func(context.Context) { a.Resume() }})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			e.Logger.Info("no sleep notifications; wake is detected by the wall clock", "reason", err)
+		}
+	}()
+	err = d.Run(runCtx)
+	stop()
+	<-powerDone
+	switch {
+	case errors.Is(err, agent.ErrNeedsEnrollment):
+		return exitErr(ExitNotEnrolled, fmt.Errorf("%w: the hub refused this device's token; enroll again with a new pairing code", err))
+	case err != nil && !errors.Is(err, context.Canceled):
+		return err
+	}
+	e.Logger.Info("agent stopped")
+	return nil
 }
 
 // openDaemon builds the device agent from the enrolled config, the token in

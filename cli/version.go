@@ -19,11 +19,12 @@ type versionInfo struct {
 	GoVersion string `json:"go"`
 	OS        string `json:"os"`
 	Arch      string `json:"arch"`
+	Build     string `json:"build"` // "full" (hub and demo included) or "agent" (-tags agentonly)
 	Revision  string `json:"revision,omitempty"`
 }
 
 func currentVersion() versionInfo {
-	v := versionInfo{Version: Version, Protocol: "roomrelay.v1", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+	v := versionInfo{Version: Version, Protocol: "roomrelay.v1", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, Build: buildFlavor}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" {
@@ -48,7 +49,7 @@ func init() {
 				if *asJSON {
 					return json.NewEncoder(e.Stdout).Encode(v)
 				}
-				fmt.Fprintf(e.Stdout, "roomrelay %s (protocol %s, %s, %s/%s)\n", v.Version, v.Protocol, v.GoVersion, v.OS, v.Arch)
+				fmt.Fprintf(e.Stdout, "roomrelay %s (protocol %s, %s build, %s, %s/%s)\n", v.Version, v.Protocol, v.Build, v.GoVersion, v.OS, v.Arch)
 				return nil
 			}
 		},

@@ -48,14 +48,18 @@ const maxForm = 4 << 10
 //go:embed templates/*.html static/review.css
 var assets embed.FS
 
-var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"plural": func(n int, one, many string) string {
-		if n == 1 {
-			return one
-		}
-		return many
-	},
-}).ParseFS(assets, "templates/*.html"))
+// pages are parsed on first use, not at init: this package is linked into
+// every roomrelay process, and only `review serve` renders a page.
+var pages = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").Funcs(template.FuncMap{
+		"plural": func(n int, one, many string) string {
+			if n == 1 {
+				return one
+			}
+			return many
+		},
+	}).ParseFS(assets, "templates/*.html"))
+})
 
 // Store is what the page needs of the local store (a *rooms.Store).
 type Store interface {
@@ -224,7 +228,7 @@ func (h *Handler) fail(w http.ResponseWriter, status int, title, msg string) {
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, data any) {
 	var b strings.Builder
-	if err := pages.ExecuteTemplate(&b, name, data); err != nil {
+	if err := pages().ExecuteTemplate(&b, name, data); err != nil {
 		h.log.Error("review: render", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return

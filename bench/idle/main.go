@@ -4,8 +4,13 @@
 // and samples the agent from /proc over a window while it is connected and
 // again after the hub was killed (hub unreachable, agent backing off):
 //
-//	go run ./bench/idle                      # 2 minutes per phase
+//	go run ./bench/idle                      # 2 minutes per phase and build
 //	go run ./bench/idle -window 20s -json    # quicker
+//	go run ./bench/idle -build agent         # only the device build
+//
+// By default it measures both builds in one run, one after the other against
+// the same hub binary: "agent" (-tags agentonly, what the packages ship) and
+// "full" (hub and demo linked in, the baseline).
 //
 // Figures per phase: RSS (max sampled, and at the end), CPU seconds per hour
 // (utime+stime from /proc/PID/stat over the window), and wakeups per minute
@@ -37,11 +42,14 @@ import (
 const clkTck = 100
 
 type phase struct {
+	Build          string  `json:"build"`
 	Name           string  `json:"name"`
 	Window         string  `json:"window"`
 	AgentState     string  `json:"agent_state"`
 	RSSMaxMiB      float64 `json:"rss_max_mib"`
 	RSSEndMiB      float64 `json:"rss_end_mib"`
+	RSSAnonMiB     float64 `json:"rss_anon_mib"` // at the end: heap, stacks, runtime
+	RSSFileMiB     float64 `json:"rss_file_mib"` // at the end: clean pages of the binary and libraries
 	CPUSecPerHour  float64 `json:"cpu_seconds_per_hour"`
 	CPUPercent     float64 `json:"cpu_percent"`
 	WakeupsPerMin  float64 `json:"wakeups_per_minute"`
@@ -55,11 +63,22 @@ func main() {
 	settle := flag.Duration("settle", 10*time.Second, "wait after each transition before measuring")
 	asJSON := flag.Bool("json", false, "print JSON")
 	keep := flag.Bool("keep", false, "keep the work directory (logs, homes)")
+	build := flag.String("build", "both", "agent build to measure: agent (-tags agentonly), full, or both")
 	flag.Parse()
+	var builds []string
+	switch *build {
+	case "agent", "full":
+		builds = []string{*build}
+	case "both":
+		builds = []string{"agent", "full"}
+	default:
+		fmt.Fprintf(os.Stderr, "idle: -build %q: want agent, full or both\n", *build)
+		os.Exit(2)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	phases, err := run(ctx, log, *window, *settle, *keep)
+	phases, err := run(ctx, log, builds, *window, *settle, *keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idle:", err)
 		os.Exit(1)
@@ -68,14 +87,15 @@ func main() {
 		json.NewEncoder(os.Stdout).Encode(phases)
 		return
 	}
-	fmt.Printf("%-12s %-10s %8s %8s %10s %7s %10s %7s\n", "phase", "state", "RSSmax", "RSSend", "CPU s/h", "CPU%", "wakeups/m", "threads")
+	fmt.Printf("%-6s %-10s %-8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "build", "phase", "state", "RSSmax", "RSSend", "anon", "file", "CPU s/h", "CPU%", "wakeups/m", "threads")
 	for _, p := range phases {
-		fmt.Printf("%-12s %-10s %6.1fMB %6.1fMB %10.2f %6.3f%% %10.1f %7d\n", p.Name, p.AgentState, p.RSSMaxMiB, p.RSSEndMiB, p.CPUSecPerHour, p.CPUPercent, p.WakeupsPerMin, p.Threads)
+		fmt.Printf("%-6s %-10s %-8s %6.1fMB %6.1fMB %6.1fMB %6.1fMB %10.2f %6.3f%% %10.1f %7d\n", p.Build, p.Name, p.AgentState,
+			p.RSSMaxMiB, p.RSSEndMiB, p.RSSAnonMiB, p.RSSFileMiB, p.CPUSecPerHour, p.CPUPercent, p.WakeupsPerMin, p.Threads)
 	}
 	fmt.Printf("window %s per phase; RSS in MiB\n", *window)
 }
 
-func run(ctx context.Context, log *slog.Logger, window, settle time.Duration, keep bool) ([]phase, error) {
+func run(ctx context.Context, log *slog.Logger, builds []string, window, settle time.Duration, keep bool) ([]phase, error) {
 	dir, err := os.MkdirTemp("", "roomrelay-idle-")
 	if err != nil {
 		return nil, err
@@ -85,12 +105,42 @@ func run(ctx context.Context, log *slog.Logger, window, settle time.Duration, ke
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	bin := filepath.Join(dir, "roomrelay")
-	log.Info("building roomrelay")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/roomrelay")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("go build: %w", err)
+	bins := map[string]string{}
+	for _, b := range []string{"full", "agent"} {
+		bins[b] = filepath.Join(dir, "roomrelay-"+b)
+		// Built as the packages build it (packaging/cmd/mkpkg): static,
+		// trimmed, stripped.
+		args := []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", bins[b]}
+		if b == "agent" {
+			args = append(args, "-tags", "agentonly")
+		}
+		log.Info("building roomrelay", "build", b)
+		cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/roomrelay")...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("go build (%s): %w", b, err)
+		}
+	}
+	var all []phase
+	for _, b := range builds {
+		ps, err := runBuild(ctx, log, filepath.Join(dir, b), bins["full"], bins[b], window, settle)
+		if err != nil {
+			return nil, fmt.Errorf("%s build: %w", b, err)
+		}
+		for i := range ps {
+			ps[i].Build = b
+		}
+		all = append(all, ps...)
+	}
+	return all, nil
+}
+
+// runBuild measures one agent binary against a hub run from hubBin, with its
+// own hub and agent homes under dir.
+func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, window, settle time.Duration) ([]phase, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
@@ -99,7 +149,7 @@ func run(ctx context.Context, log *slog.Logger, window, settle time.Duration, ke
 	hubURL := "http://" + addr
 	hubHome, agentHome := filepath.Join(dir, "hub"), filepath.Join(dir, "agent")
 
-	hub, err := start(ctx, bin, filepath.Join(dir, "hub.log"), "hub", "--home", hubHome, "--listen", addr)
+	hub, err := start(ctx, hubBin, filepath.Join(dir, "hub.log"), "hub", "--home", hubHome, "--listen", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +269,8 @@ type sample struct {
 	vol, inv int64
 	threads  int
 	rssKiB   int64
+	anonKiB  int64
+	fileKiB  int64
 }
 
 func read(pid int) (sample, error) {
@@ -232,7 +284,9 @@ func read(pid int) (sample, error) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64) // field 14
 	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15
 	s.ticks = ut + st
-	s.rssKiB = statusField(fmt.Sprintf("/proc/%d/status", pid), "VmRSS")
+	status := fmt.Sprintf("/proc/%d/status", pid)
+	s.rssKiB = statusField(status, "VmRSS")
+	s.anonKiB, s.fileKiB = statusField(status, "RssAnon"), statusField(status, "RssFile")
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return s, err
@@ -298,6 +352,8 @@ loop:
 		Window:         el.Round(time.Second).String(),
 		RSSMaxMiB:      float64(max(maxRSS, b.rssKiB)) / 1024,
 		RSSEndMiB:      float64(b.rssKiB) / 1024,
+		RSSAnonMiB:     float64(b.anonKiB) / 1024,
+		RSSFileMiB:     float64(b.fileKiB) / 1024,
 		CPUSecPerHour:  cpu / el.Hours(),
 		CPUPercent:     100 * cpu / el.Seconds(),
 		WakeupsPerMin:  float64(vol+inv) / el.Minutes(),

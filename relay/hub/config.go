@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
 
 // Config configures a hub. Zero values take the documented defaults.
@@ -52,10 +53,10 @@ type Config struct {
 // Limits on what a caller may ask for.
 const (
 	DefaultHeartbeat      = 25 * time.Second
-	DefaultPairingTTL     = 10 * time.Minute
-	MaxPairingTTL         = time.Hour
-	DefaultCommandTimeout = 30 * time.Second
-	MaxCommandTimeout     = 5 * time.Minute
+	DefaultPairingTTL     = hubclient.DefaultPairingTTL
+	MaxPairingTTL         = hubclient.MaxPairingTTL
+	DefaultCommandTimeout = hubclient.DefaultCommandTimeout
+	MaxCommandTimeout     = hubclient.MaxCommandTimeout
 )
 
 func (c *Config) withDefaults() (Config, error) {

@@ -85,7 +85,9 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 
 	bin := filepath.Join(stage, "roomrelay")
 	log.Info("building", "version", o.version, "arch", o.arch)
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
+	// The device build: -tags agentonly leaves the hub and the demo (and
+	// with them nats-server) out of what a laptop installs; see cli/hub_agentonly.go.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-tags", "agentonly",
 		"-ldflags", "-s -w -X github.com/roomrelay/roomrelay/cli.Version="+o.version,
 		"-o", bin, "./cmd/roomrelay")
 	build.Dir = root

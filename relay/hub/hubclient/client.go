@@ -28,6 +28,15 @@ const (
 	StateOffline  = "offline"
 )
 
+// The API's defaults and limits for what a caller may ask for. They live here,
+// not in package hub, so a caller can show them without linking the hub.
+const (
+	DefaultPairingTTL     = 10 * time.Minute
+	MaxPairingTTL         = time.Hour
+	DefaultCommandTimeout = 30 * time.Second
+	MaxCommandTimeout     = 5 * time.Minute
+)
+
 // PairingRequest is the body of POST /v1/pairing-codes.
 type PairingRequest struct {
 	Project    string `json:"project"`

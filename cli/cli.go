@@ -41,6 +41,9 @@ type Env struct {
 	Executable string
 	// Logger is set up from --log-level before a command runs.
 	Logger *slog.Logger
+	// LogLevel is the --log-level in effect, for a command that must open
+	// its own log (the Windows service writes to a file: it has no stderr).
+	LogLevel slog.Level
 }
 
 // Runner runs a command once its flags are parsed; args are the positional
@@ -129,6 +132,7 @@ func Main(ctx context.Context, args []string, e *Env) int {
 		fmt.Fprintf(e.Stderr, "roomrelay %s: --log-level %q: want debug, info, warn or error\n", cmd.Name, *logLevel)
 		return ExitUsage
 	}
+	e.LogLevel = lvl
 	if e.Logger == nil {
 		e.Logger = slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 
@@ -35,7 +36,7 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 				if err != nil {
 					return err
 				}
-				return underServiceManager(ctx, e, func(ctx context.Context) error {
+				return underServiceManager(ctx, e, filepath.Join(p.State, "agent.log"), func(ctx context.Context) error {
 					return runAgent(ctx, e, p, rf, !*noSandbox)
 				})
 			}

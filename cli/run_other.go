@@ -4,9 +4,10 @@ package cli
 
 import "context"
 
-// underServiceManager runs fn. systemd and launchd stop the agent with
-// SIGTERM, which cancels ctx (see cmd/roomrelay); only Windows needs a
-// service-manager handshake (run_windows.go).
-func underServiceManager(ctx context.Context, _ *Env, fn func(context.Context) error) error {
+// underServiceManager runs fn. systemd and launchd keep the agent's stderr
+// (the journal, launchd's log) and stop it with SIGTERM, which cancels ctx
+// (see cmd/roomrelay); only Windows needs a service-manager handshake and a
+// log file (run_windows.go).
+func underServiceManager(ctx context.Context, _ *Env, _ string, fn func(context.Context) error) error {
 	return fn(ctx)
 }

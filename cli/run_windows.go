@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"golang.org/x/sys/windows/svc"
 
@@ -22,13 +24,24 @@ import (
 // end the service by itself: when the agent stops on its own (a revoked
 // token), the service must stop with the agent's exit code, not keep an
 // empty process running.
-func underServiceManager(ctx context.Context, e *Env, fn func(context.Context) error) error {
+func underServiceManager(ctx context.Context, e *Env, logPath string, fn func(context.Context) error) error {
 	isService, err := svc.IsWindowsService()
 	if err != nil {
 		return fmt.Errorf("detect the Windows service manager: %w", err)
 	}
 	if !isService {
 		return fn(ctx)
+	}
+	// A service has no console: stderr goes nowhere. Log to a file in the
+	// state dir instead (appended; `roomrelay status` still reads status.json).
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open the service log %s: %w", logPath, err)
+		}
+		defer f.Close()
+		e.Stderr = f
+		e.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: e.LogLevel}))
 	}
 	h := &scmHandler{ctx: ctx, fn: fn}
 	if err := svc.Run(packaging.Name, h); err != nil {

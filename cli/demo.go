@@ -215,7 +215,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 			runtimeOK = true
 			d.say("sandbox: React %s runtime verified against its pinned sha512 (%s)", sandbox.ReactVersion, since(t0))
 		}
-		scfg.WorkerCommand = []string{d.e.Executable, workerCommand}
+		scfg.WorkerCommand = []string{d.e.Executable, workerCommand} // the full build: the worker is this binary
 		scfg.Workers = 1
 		if pool, err = sandbox.NewPool(scfg); err != nil {
 			return err

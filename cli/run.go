@@ -115,12 +115,20 @@ func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandb
 		if err != nil {
 			return nil, nil, err
 		}
-		scfg.WorkerCommand = []string{e.Executable, workerCommand}
-		if pool, err = sandbox.NewPool(scfg); err != nil {
-			return nil, nil, fmt.Errorf("sandbox: %w", err)
+		worker, err := sandboxWorker(e)
+		if err != nil {
+			// The agent still serves reads and reviews; only smoke-runs are
+			// off, and a smoke_run_room_app caller is told why.
+			e.Logger.Warn("no sandbox: approved snippets are not smoke-run", "reason", err)
+			dc.NoSandboxReason = "the sandbox worker is not installed on this device"
+		} else {
+			scfg.WorkerCommand = worker
+			if pool, err = sandbox.NewPool(scfg); err != nil {
+				return nil, nil, fmt.Errorf("sandbox: %w", err)
+			}
+			dc.Sandbox = pool
+			dc.EnsureRuntime = func(ctx context.Context) error { return sandbox.EnsureRuntime(ctx, scfg, nil) }
 		}
-		dc.Sandbox = pool
-		dc.EnsureRuntime = func(ctx context.Context) error { return sandbox.EnsureRuntime(ctx, scfg, nil) }
 	}
 	d, err := daemon.Open(ctx, dc)
 	if err != nil {

@@ -17,9 +17,6 @@ import (
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
-// workerCommand is the hidden subcommand a sandbox worker process runs.
-const workerCommand = "sandbox-worker"
-
 // runtimeFlags are the flags that say where the sandbox's React runtime is.
 type runtimeFlags struct {
 	runtimeDir, cacheDir, registry *string
@@ -101,19 +98,6 @@ registry, verifies their sha512 integrity and keeps them in the cache directory.
 				}
 				if err := sandbox.EnsureRuntime(ctx, cfg, func(s string) { fmt.Fprintln(e.Stdout, s) }); err != nil {
 					return exitErr(ExitUnavailable, err)
-				}
-				return nil
-			}
-		},
-	})
-	register(&Command{
-		Name:    workerCommand,
-		Summary: "internal: serve sandbox smoke-runs on stdin/stdout",
-		Hidden:  true,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			return func(ctx context.Context, args []string) error {
-				if code := sandbox.WorkerMain(ctx, e.Stdin, e.Stdout); code != 0 {
-					return &silentError{code: code}
 				}
 				return nil
 			}
@@ -216,10 +200,11 @@ func snippetCheck(ctx context.Context, e *Env, cfg sandbox.Config, files map[str
 			fmt.Fprintln(e.Stderr, "runtime:", err)
 		}
 	}
-	if e.Executable == "" {
-		return errors.New("cannot start sandbox workers: the path of this binary is unknown")
+	worker, err := sandboxWorker(e)
+	if err != nil {
+		return exitErr(ExitUnavailable, err)
 	}
-	cfg.WorkerCommand = []string{e.Executable, workerCommand}
+	cfg.WorkerCommand = worker
 	pool, err := sandbox.NewPool(cfg)
 	if err != nil {
 		return err

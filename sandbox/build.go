@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package sandbox
 
 import (
@@ -37,23 +39,6 @@ type Bundle struct {
 	CSS string
 	// Warnings are esbuild warnings that were not promoted to errors.
 	Warnings []Message
-}
-
-// Message is a build diagnostic. Line and Column are 1-based; File is a
-// snippet path such as "src/App.tsx", empty when esbuild gave no location.
-type Message struct {
-	File     string `json:"file,omitempty"`
-	Line     int    `json:"line,omitempty"`
-	Column   int    `json:"column,omitempty"`
-	Text     string `json:"message"`
-	LineText string `json:"line_text,omitempty"`
-}
-
-func (m Message) String() string {
-	if m.File == "" {
-		return m.Text
-	}
-	return fmt.Sprintf("%s:%d:%d: %s", m.File, m.Line, m.Column, m.Text)
 }
 
 // BuildError is a failed build; Messages holds every error esbuild reported.

@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package sandbox
 
 import (
@@ -473,17 +475,6 @@ func (r *run) formatArg(v goja.Value) string {
 		return "[object]"
 	}
 	return v.String()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // require loads a library module (any module id the libraries know).

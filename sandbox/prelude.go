@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package sandbox
 
 // preludeSource runs first in every fresh runtime. It receives the host

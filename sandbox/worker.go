@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 package sandbox
 
 import (
@@ -11,36 +13,6 @@ import (
 	"runtime/debug"
 	"time"
 )
-
-// Worker protocol: one JSON object per line on the worker's stdin and
-// stdout. The parent sends an init message first (the verified library
-// sources and the limits), the worker answers ready, then each request gets
-// exactly one response.
-type workerRequest struct {
-	Init  *workerInit       `json:"init,omitempty"`
-	ID    uint64            `json:"id,omitempty"`
-	Files map[string]string `json:"files,omitempty"`
-}
-
-type workerInit struct {
-	Libraries        map[string]string `json:"libraries"`
-	TimeoutMS        int64             `json:"timeout_ms"`
-	KillGraceMS      int64             `json:"kill_grace_ms"`
-	MemoryLimitBytes int64             `json:"memory_limit_bytes"`
-}
-
-type workerResponse struct {
-	ID    uint64 `json:"id,omitempty"`
-	Ready bool   `json:"ready,omitempty"`
-	// Limits says which limits apply in this worker.
-	Limits string  `json:"limits,omitempty"`
-	Error  string  `json:"error,omitempty"`
-	Result *Result `json:"result,omitempty"`
-	// Recycle asks the parent to retire this worker (a limit was hit, so
-	// its heap may be large).
-	Recycle  bool  `json:"recycle,omitempty"`
-	RSSBytes int64 `json:"rss_bytes,omitempty"`
-}
 
 // WorkerMain is the body of the hidden worker subcommand: it serves
 // smoke-run requests from stdin until stdin closes and returns the process
@@ -131,5 +103,3 @@ func smokeFiles(lib *libraries, files map[string]string, lim runLimits) (*Result
 	res.DurationMS = millis(time.Since(start))
 	return res, recycle
 }
-
-func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

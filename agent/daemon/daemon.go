@@ -47,6 +47,9 @@ type Config struct {
 	// Sandbox smoke-runs approved snippets; nil leaves build state "none"
 	// and answers smoke_run_room_app with sandbox_failed.
 	Sandbox SmokeRunner
+	// NoSandboxReason says why Sandbox is nil, for the error a
+	// smoke_run_room_app caller gets (default: "this device runs no sandbox").
+	NoSandboxReason string
 	// EnsureRuntime, when set, is called before a smoke-run so a missing
 	// JS runtime is fetched once instead of failing every run.
 	EnsureRuntime func(ctx context.Context) error

@@ -178,6 +178,9 @@ func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID 
 		return nil, relay.Errorf(relay.CodeInvalidArgs, "app %q is a repository app: it has no snippet files to smoke-run on the device", instanceID)
 	}
 	if d.cfg.Sandbox == nil {
+		if d.cfg.NoSandboxReason != "" {
+			return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox: %s", d.cfg.NoSandboxReason)
+		}
 		return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox")
 	}
 	if d.cfg.EnsureRuntime != nil {

@@ -122,6 +122,16 @@ func run(ctx context.Context, log *slog.Logger, builds []string, window, settle 
 			return nil, fmt.Errorf("go build (%s): %w", b, err)
 		}
 	}
+	// The device build's sandbox worker, next to roomrelay-agent where the
+	// agent looks for it (an idle agent starts no worker, but without one it
+	// would run without its sandbox pool).
+	wcmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w",
+		"-o", filepath.Join(dir, "roomrelay-sandbox"), "./cmd/roomrelay-sandbox")
+	wcmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	wcmd.Stdout, wcmd.Stderr = os.Stderr, os.Stderr
+	if err := wcmd.Run(); err != nil {
+		return nil, fmt.Errorf("go build (sandbox worker): %w", err)
+	}
 	var all []phase
 	for _, b := range builds {
 		ps, err := runBuild(ctx, log, filepath.Join(dir, b), bins["full"], bins[b], window, settle)

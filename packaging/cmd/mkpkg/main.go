@@ -96,6 +96,16 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("go build: %w", err)
 	}
+	// The device build's sandbox worker (esbuild and goja live only here).
+	worker := filepath.Join(stage, "roomrelay-sandbox")
+	wbuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
+		"-ldflags", "-s -w", "-o", worker, "./cmd/roomrelay-sandbox")
+	wbuild.Dir = root
+	wbuild.Env = build.Env
+	wbuild.Stdout, wbuild.Stderr = os.Stderr, os.Stderr
+	if err := wbuild.Run(); err != nil {
+		return fmt.Errorf("go build (sandbox worker): %w", err)
+	}
 
 	runtimeFiles, err := stageRuntime(ctx, log, o, filepath.Join(stage, "jsruntime"))
 	if err != nil {
@@ -117,6 +127,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	contents := files.Contents{
 		{Source: bin, Destination: packaging.PkgBinary, FileInfo: &files.ContentFileInfo{Mode: 0o755}},
+		{Source: worker, Destination: pkgWorker, FileInfo: &files.ContentFileInfo{Mode: 0o755}},
 		{Source: unitPath, Destination: packaging.PkgUserUnit, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 		{Source: filepath.Join(root, "README.md"), Destination: packaging.PkgDocDir + "/README.md", Type: files.TypeFile, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 		{Source: filepath.Join(root, "docs/install.md"), Destination: packaging.PkgDocDir + "/install.md", Type: files.TypeFile, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
@@ -139,6 +150,11 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	return nil
 }
+
+// pkgWorker is where the sandbox worker goes: PREFIX/lib/roomrelay beside
+// PREFIX/bin/roomrelay, where the device build looks for it
+// (cli/snippet_worker_agentonly.go).
+const pkgWorker = "/usr/lib/roomrelay/roomrelay-sandbox"
 
 func info(o options, contents files.Contents) *nfpm.Info {
 	// Each packager rewrites Contents, so every format gets its own copy.

@@ -1,0 +1,73 @@
+package sandbox
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// This file is what the parent (Pool) and the worker (WorkerMain) share. The
+// worker side (build.go, engine.go, prelude.go, worker.go) links esbuild and
+// goja and is left out of the device build (-tags agentonly); there the
+// worker is the separate binary cmd/roomrelay-sandbox, so the agent process
+// carries no JavaScript engine.
+
+// Worker protocol: one JSON object per line on the worker's stdin and
+// stdout. The parent sends an init message first (the verified library
+// sources and the limits), the worker answers ready, then each request gets
+// exactly one response.
+type workerRequest struct {
+	Init  *workerInit       `json:"init,omitempty"`
+	ID    uint64            `json:"id,omitempty"`
+	Files map[string]string `json:"files,omitempty"`
+}
+
+type workerInit struct {
+	Libraries        map[string]string `json:"libraries"`
+	TimeoutMS        int64             `json:"timeout_ms"`
+	KillGraceMS      int64             `json:"kill_grace_ms"`
+	MemoryLimitBytes int64             `json:"memory_limit_bytes"`
+}
+
+type workerResponse struct {
+	ID    uint64 `json:"id,omitempty"`
+	Ready bool   `json:"ready,omitempty"`
+	// Limits says which limits apply in this worker.
+	Limits string  `json:"limits,omitempty"`
+	Error  string  `json:"error,omitempty"`
+	Result *Result `json:"result,omitempty"`
+	// Recycle asks the parent to retire this worker (a limit was hit, so
+	// its heap may be large).
+	Recycle  bool  `json:"recycle,omitempty"`
+	RSSBytes int64 `json:"rss_bytes,omitempty"`
+}
+
+// Message is a build diagnostic. Line and Column are 1-based; File is a
+// snippet path such as "src/App.tsx", empty when esbuild gave no location.
+type Message struct {
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Column   int    `json:"column,omitempty"`
+	Text     string `json:"message"`
+	LineText string `json:"line_text,omitempty"`
+}
+
+func (m Message) String() string {
+	if m.File == "" {
+		return m.Text
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", m.File, m.Line, m.Column, m.Text)
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -514,6 +514,9 @@ func (h *Hub) handleCommand(w http.ResponseWriter, r *http.Request) {
 	cmd := relay.Command{ID: req.ID, ProjectID: req.ProjectID, Name: req.Name, Args: req.Args,
 		Deadline: h.cfg.Now().Add(timeout).UTC()}
 	res := h.route(ctx, id, &cmd, timeout)
+	if res.Error == nil && (req.Name == relay.CmdProposeRoomSnippetApp || req.Name == relay.CmdProposeRoomRepoApp) {
+		h.noteProposal(ctx, id, res)
+	}
 	writeResult(w, res)
 }
 

@@ -37,9 +37,10 @@
 // A proposal's state is pending, approved or declined. With wait (a duration
 // up to 60s, or seconds) the hub answers as soon as the device reports the
 // owner's decision (a KV watch on rr_proposals, no polling), or with the
-// current state when the wait ends. The hub learns of a proposal only from its
-// proposal_decided event, so a proposal it has not heard of reads as pending,
-// also one that was never proposed; 404 only for an unknown device.
+// current state when the wait ends. The hub records each proposal id a device
+// returns from a propose_* command it routed (before the caller sees the id);
+// an id it neither routed nor saw decided is 404 not_found, as is an unknown
+// device.
 //
 // A command's HTTP body is always the result {id, ok, result | error{code,
 // message, retryable}} as the device sent it, or as the hub made it for

@@ -19,10 +19,51 @@ import (
 // long poll never outlives the proxies in front of the hub.
 const MaxProposalWait = 60 * time.Second
 
+// routedKey marks, in the proposals bucket, a proposal whose propose_*
+// command returned through this hub. It cannot collide with proposalKey:
+// device ids start with "dev-".
+func routedKey(dev, proposal string) string { return "routed." + dev + "." + proposal }
+
+// noteProposal records that the device answered a propose_* command with a
+// proposal id, before the caller sees that id, so GET .../proposals/{pid}
+// can tell "pending" from "no such proposal". It outlives the caller's
+// request: a caller that left still proposed.
+func (h *Hub) noteProposal(ctx context.Context, dev string, res *relay.Result) {
+	var out struct {
+		ProposalID string `json:"proposal_id"`
+	}
+	if json.Unmarshal(res.Result, &out) != nil || !kvKeyRe.MatchString(out.ProposalID) {
+		h.log.Warn("a propose result without a usable proposal_id", "device", dev)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := h.st.proposals.Create(ctx, routedKey(dev, out.ProposalID), []byte("{}")); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		// The proposal then reads as not_found until decided; say so.
+		h.log.Error("record routed proposal", "device", dev, "proposal", out.ProposalID, "err", err)
+	}
+}
+
+// knownProposal reports whether the hub routed or saw a decision for pid.
+func (h *Hub) knownProposal(ctx context.Context, dev, pid string) (bool, error) {
+	for _, k := range []string{routedKey(dev, pid), proposalKey(dev, pid)} {
+		_, err := h.st.proposals.Get(ctx, k)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // handleProposal answers GET /v1/devices/{id}/proposals/{pid}[?wait=30s]:
-// the owner's decision on a proposal, waiting up to wait for it. The hub
-// learns of a proposal only from its proposal_decided event, so an unknown
-// proposal id (never proposed, or not decided yet) reads as pending.
+// the owner's decision on a proposal, waiting up to wait for it. A proposal
+// whose propose_* command returned through the hub reads pending until the
+// device's proposal_decided event arrives; an id the hub never routed nor
+// saw decided is not_found (a typo, or another device's proposal), so a
+// caller does not long-poll for something that cannot happen.
 func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 	dev, ok := h.deviceID(w, r)
 	if !ok {
@@ -45,6 +86,15 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 	} else if err != nil {
 		h.log.Error("read device for proposal", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the device; retry")
+		return
+	}
+
+	if known, err := h.knownProposal(ctx, dev, pid); err != nil {
+		h.log.Error("read proposal", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
+		return
+	} else if !known {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no proposal %s of device %s: the hub knows a proposal once its propose_* command returned through it", pid, dev))
 		return
 	}
 

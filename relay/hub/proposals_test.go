@@ -55,12 +55,40 @@ func TestProposalWaitEndpoint(t *testing.T) {
 		t.Errorf("proposal id with a dot: %v", err)
 	}
 
-	// Unknown to the hub: pending, at once or after the wait ends.
+	// Never routed through the hub: not_found at once, even with a wait.
+	for _, wait := range []time.Duration{0, 30 * time.Second} {
+		start := time.Now()
+		_, err := th.cl.WaitProposal(ctx, dev, "prop_1", wait)
+		if !hubclient.IsCode(err, "not_found") {
+			t.Fatalf("unknown proposal, wait %s: %v; want not_found", wait, err)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("unknown proposal, wait %s: the hub waited before refusing", wait)
+		}
+	}
+	// The device answers a propose command (the fake agent echoes the args,
+	// proposal_id included): now it reads pending, at once or after the wait.
+	propose := func(pid string) {
+		t.Helper()
+		res, _, err := th.cl.Command(ctx, dev, hubclient.CommandRequest{ID: "c-" + pid, ProjectID: "p1", Name: relay.CmdProposeRoomSnippetApp,
+			Args: json.RawMessage(`{"proposal_id":"` + pid + `"}`)})
+		if err != nil || res.Error != nil {
+			t.Fatalf("propose %s: %+v %v", pid, res, err)
+		}
+	}
+	propose("prop_1")
 	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
 		st, err := th.cl.WaitProposal(ctx, dev, "prop_1", wait)
 		if err != nil || st.State != hubclient.ProposalPending || st.ProposalID != "prop_1" {
 			t.Fatalf("undecided, wait %s: %+v %v", wait, st, err)
 		}
+	}
+	// A failed propose teaches the hub nothing.
+	if res, _, err := th.cl.Command(ctx, dev, hubclient.CommandRequest{ID: "c-fail", ProjectID: "p1", Name: "fail", Args: json.RawMessage(`{"proposal_id":"prop_9"}`)}); err != nil || res.Error == nil {
+		t.Fatalf("fail command: %+v %v", res, err)
+	}
+	if _, err := th.cl.WaitProposal(ctx, dev, "prop_9", 0); !hubclient.IsCode(err, "not_found") {
+		t.Fatalf("prop_9 after a failed command: %v; want not_found", err)
 	}
 
 	// A caller blocked in the long poll gets the decision when it arrives.
@@ -85,6 +113,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 
 	// A decision already recorded is answered without waiting, with or
 	// without ?wait; a decline has no instance.
+	propose("prop_2")
 	decide("prop_2", "declined", "")
 	st, err := th.cl.WaitProposal(ctx, dev, "prop_2", 30*time.Second)
 	if err != nil || st.State != hubclient.ProposalDeclined || st.InstanceID != "" {
@@ -94,11 +123,10 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	if err != nil || st.State != hubclient.ProposalApproved || st.InstanceID != "app_123" {
 		t.Fatalf("approved, read back: %+v %v", st, err)
 	}
-	// Decisions are per device: another device's proposal of the same id is
-	// still pending.
+	// Decisions are per device: another device knows no proposal of that id.
 	dev2, _ := th.enroll("p1")
-	if st, err := th.cl.WaitProposal(ctx, dev2, "prop_1", 0); err != nil || st.State != hubclient.ProposalPending {
-		t.Fatalf("other device: %+v %v", st, err)
+	if _, err := th.cl.WaitProposal(ctx, dev2, "prop_1", 0); !hubclient.IsCode(err, "not_found") {
+		t.Fatalf("other device: %v; want not_found", err)
 	}
 }
 

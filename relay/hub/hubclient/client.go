@@ -325,7 +325,8 @@ type ProposalState struct {
 // WaitProposal returns the owner's decision on a proposal, waiting up to wait
 // (at most 60 s) on the hub for it: one long-poll request, answered as soon
 // as the device reports the decision. When the wait ends first the state is
-// pending; wait 0 reads the current state.
+// pending; wait 0 reads the current state. A proposal the hub never routed
+// for that device is an *APIError with code not_found.
 func (c *Client) WaitProposal(ctx context.Context, deviceID, proposalID string, wait time.Duration) (*ProposalState, error) {
 	path := "/v1/devices/" + url.PathEscape(deviceID) + "/proposals/" + url.PathEscape(proposalID)
 	if wait > 0 {

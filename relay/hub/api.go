@@ -531,6 +531,11 @@ func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeExpired, "device %s did not answer within %s", dev, timeout)}
 	case errors.Is(err, context.Canceled):
+		// The HTTP caller left (or the hub is stopping): tell the device to
+		// stop working on a result nobody will read.
+		if perr := h.nc.Publish(ctlSubject(dev), mustJSON(ctlMsg{Op: "cancel", Command: cmd.ID})); perr != nil {
+			h.log.Warn("publish command cancel", "device", dev, "command", cmd.ID, "err", perr)
+		}
 		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the request was cancelled (client gone or hub shutting down)")}
 	case err != nil:
 		h.log.Error("route command", "err", err)

@@ -58,11 +58,13 @@
 // device id; the hub never stores a token), rr_pairing (sha256 of a code →
 // project, expiry, use; kept 24 h), rr_presence (device id → state, session,
 // node, last refresh; history 1), rr_proposals (device.proposal → the
-// proposal_decided event). Stream RR_EVENTS keeps rr.events.> for 7 days.
+// proposal_decided event; routed.device.proposal → a proposal id a device
+// returned through this hub). Stream RR_EVENTS keeps rr.events.> for 7 days.
 //
 // Subjects: rr.dev.<id>.cmd (requests to the node holding the socket; no
-// responders means device_offline), rr.dev.<id>.ctl (kick and revoke, acted
-// on by every node), rr.events.<id>.<event> (agent events).
+// responders means device_offline), rr.dev.<id>.ctl (kick, revoke, and
+// cancel when an HTTP caller left before the result; acted on by every node
+// holding a session of the device), rr.events.<id>.<event> (agent events).
 //
 // Presence is written only by the node holding the socket, with
 // compare-and-set on the revision it last wrote, so a stale session never

@@ -74,9 +74,10 @@ type pendingCmd struct {
 
 // ctlMsg is published on rr.dev.<id>.ctl so every node acts on its sockets.
 type ctlMsg struct {
-	Op      string `json:"op"` // "kick" or "revoke"
+	Op      string `json:"op"` // "kick", "revoke" or "cancel"
 	Session string `json:"session,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"`
+	Command string `json:"command,omitempty"` // cancel: the command id
 }
 
 func (h *Hub) handleConnect(w http.ResponseWriter, r *http.Request) {
@@ -549,6 +550,24 @@ func (s *session) startCommand(msg *nats.Msg) {
 	}
 }
 
+// cancelCommand tells the agent to stop a command whose only caller left.
+// A command that another caller also waits for (same id) keeps running.
+func (s *session) cancelCommand(id string) {
+	s.mu.Lock()
+	p := s.pending[id]
+	if p == nil || len(p.replies) != 1 {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if s.send(&relay.Cancel{ID: id}) {
+		s.log.Debug("cancelled a command its caller gave up on", "command", id)
+	}
+	// Nobody listens any more; answer the request anyway so nothing dangles.
+	s.respond(p.replies, &relay.Result{ID: id, Error: relay.Errorf(relay.CodeInternal, "cancelled: the caller left")})
+}
+
 func (s *session) fail(id string, e *relay.Error) {
 	s.mu.Lock()
 	p := s.pending[id]
@@ -682,6 +701,8 @@ func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
 				switch c.Op {
 				case "revoke":
 					s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
+				case "cancel":
+					s.cancelCommand(c.Command)
 				case "kick":
 					// Epoch 0 means still setting up: it will publish its own kick.
 					if e := s.epoch.Load(); s.id != c.Session && e != 0 && e < c.Epoch {

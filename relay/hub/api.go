@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,13 +186,25 @@ func (h *Hub) handlePair(w http.ResponseWriter, r *http.Request) {
 
 func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	addr := clientAddr(r)
+	if blocked, retry := h.enrollLim.blocked(addr); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
+		writeError(w, http.StatusTooManyRequests, "rate_limited",
+			fmt.Sprintf("too many failed enrollments from %s; retry in %s with a valid code from `roomrelay hub pair`", addr, retry.Round(time.Second)))
+		return
+	}
+	// refuse answers a bad code and counts it against the address.
+	refuse := func(status int, code, msg string) {
+		h.enrollLim.fail(addr)
+		writeError(w, status, code, msg)
+	}
 	var req hubclient.EnrollRequest
 	if !decodeBody(w, r, maxSmallBody, &req) {
 		return
 	}
 	code, ok := normalizeCode(req.Code)
 	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid_request", "a pairing code is 8 characters like ABCD-1234")
+		refuse(http.StatusBadRequest, "invalid_request", "a pairing code is 8 characters like ABCD-1234")
 		return
 	}
 	if len(req.DeviceName) > 100 || len(req.OS) > 32 {
@@ -214,17 +227,17 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) {
 	pr, rev, err := getJSON[pairingRec](ctx, h.st.pairing, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		writeError(w, http.StatusNotFound, "pairing_code_unknown", "no such pairing code; check it or ask for a new one with `roomrelay hub pair`")
+		refuse(http.StatusNotFound, "pairing_code_unknown", "no such pairing code; check it or ask for a new one with `roomrelay hub pair`")
 		return
 	case err != nil:
 		h.log.Error("read pairing code", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not check the code; retry")
 		return
 	case !pr.UsedAt.IsZero():
-		writeError(w, http.StatusConflict, "pairing_code_used", "this pairing code was already used; ask for a new one with `roomrelay hub pair`")
+		refuse(http.StatusConflict, "pairing_code_used", "this pairing code was already used; ask for a new one with `roomrelay hub pair`")
 		return
 	case !h.cfg.Now().Before(pr.ExpiresAt):
-		writeError(w, http.StatusGone, "pairing_code_expired", "this pairing code expired; ask for a new one with `roomrelay hub pair`")
+		refuse(http.StatusGone, "pairing_code_expired", "this pairing code expired; ask for a new one with `roomrelay hub pair`")
 		return
 	}
 

@@ -34,6 +34,12 @@ type Config struct {
 	MaxFrame int
 	// PairingTTL is a pairing code's default lifetime (default 10 min).
 	PairingTTL time.Duration
+	// EnrollFailures failed enrollments (unknown, used, expired or malformed
+	// code) from one client address within EnrollWindow make further
+	// attempts from it 429 rate_limited until the window ends (defaults 10
+	// per 10 minutes).
+	EnrollFailures int
+	EnrollWindow   time.Duration
 	// NodeName names this hub node in presence records (default: hostname).
 	NodeName string
 	// DrainSpread bounds the random reconnect delay given to agents on
@@ -81,6 +87,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.PairingTTL > MaxPairingTTL {
 		cfg.PairingTTL = MaxPairingTTL
+	}
+	if cfg.EnrollFailures <= 0 {
+		cfg.EnrollFailures = 10
+	}
+	if cfg.EnrollWindow <= 0 {
+		cfg.EnrollWindow = 10 * time.Minute
 	}
 	if cfg.NodeName == "" {
 		h, err := os.Hostname()

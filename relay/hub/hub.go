@@ -34,7 +34,8 @@ type Hub struct {
 	st    *store
 	cmdCh chan *nats.Msg // deliveries of every session's command subscription
 
-	upgrader websocket.Upgrader
+	upgrader  websocket.Upgrader
+	enrollLim *failLimiter // failed enrollments per client address (this node)
 
 	mu       sync.Mutex
 	closing  bool
@@ -52,11 +53,12 @@ func New(cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	h := &Hub{
-		cfg:      c,
-		log:      c.Logger.With("node", c.NodeName),
-		ready:    make(chan struct{}),
-		sessions: make(map[string]*session),
-		bySub:    make(map[*nats.Subscription]*session),
+		cfg:       c,
+		log:       c.Logger.With("node", c.NodeName),
+		ready:     make(chan struct{}),
+		sessions:  make(map[string]*session),
+		bySub:     make(map[*nats.Subscription]*session),
+		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 	}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:     []string{relay.Subprotocol},

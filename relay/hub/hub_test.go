@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -795,4 +796,55 @@ func TestCancelWhenCallerLeaves(t *testing.T) {
 	}
 	cancel2()
 	<-done2
+}
+
+// TestEnrollGuessingIsLimited: failed enrollments from one address are
+// limited; a valid code is refused too while the address is blocked (a
+// guesser must not learn which guess was right), and the window ending
+// lets the address in again.
+func TestEnrollGuessingIsLimited(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	th := startHub(t, Config{Now: clock, EnrollFailures: 3, EnrollWindow: time.Minute})
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := th.cl.Enroll(ctx, "ZZZZ-ZZZZ", "x", "linux", ""); !hubclient.IsCode(err, "pairing_code_unknown") {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	pc, err := th.cl.Pair(ctx, "p1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = th.cl.Enroll(ctx, pc.Code, "x", "linux", "")
+	ae, ok := err.(*hubclient.APIError)
+	if !ok || ae.Status != http.StatusTooManyRequests || ae.Code != "rate_limited" || !strings.Contains(ae.Message, "retry in") {
+		t.Fatalf("4th attempt: %v; want 429 rate_limited", err)
+	}
+	now.Add(int64(time.Minute + time.Second))
+	if _, err := th.cl.Enroll(ctx, pc.Code, "x", "linux", ""); err != nil {
+		t.Fatalf("after the window, the valid code (not spent while blocked): %v", err)
+	}
+}
+
+func TestFailLimiterBoundsMemory(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	now := t0
+	l := newFailLimiter(2, time.Minute, func() time.Time { return now })
+	for i := range maxTracked + 5 {
+		l.fail(fmt.Sprint("10.0.", i/256, ".", i%256))
+	}
+	if n := len(l.hits); n > maxTracked {
+		t.Fatalf("%d addresses tracked, want at most %d", n, maxTracked)
+	}
+	l.fail("a")
+	l.fail("a")
+	if b, _ := l.blocked("a"); !b {
+		t.Fatal("a not blocked after 2 failures")
+	}
+	now = now.Add(2 * time.Minute)
+	if b, _ := l.blocked("a"); b {
+		t.Fatal("a still blocked after the window")
+	}
 }

@@ -1,0 +1,90 @@
+package hub
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// failLimiter bounds failed attempts per client address in a fixed window:
+// it makes guessing pairing codes (8 characters of a 32-letter alphabet,
+// about 10^12) hopeless from one address, without slowing down anyone who
+// types a valid code. The address is the TCP peer: behind a reverse proxy
+// every client shares the proxy's address, so the proxy should limit
+// /v1/enroll itself.
+type failLimiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	hits map[string]*failWindow
+}
+
+type failWindow struct {
+	start time.Time
+	n     int
+}
+
+// maxTracked bounds the limiter's memory; past it, expired windows are
+// dropped first.
+const maxTracked = 10_000
+
+func newFailLimiter(max int, window time.Duration, now func() time.Time) *failLimiter {
+	return &failLimiter{max: max, window: window, now: now, hits: map[string]*failWindow{}}
+}
+
+// blocked reports whether key used up its failures, and when it may retry.
+func (l *failLimiter) blocked(key string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.hits[key]
+	if w == nil {
+		return false, 0
+	}
+	left := w.start.Add(l.window).Sub(l.now())
+	if left <= 0 {
+		delete(l.hits, key)
+		return false, 0
+	}
+	return w.n >= l.max, left
+}
+
+// fail counts one failed attempt of key.
+func (l *failLimiter) fail(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	w := l.hits[key]
+	if w == nil || !now.Before(w.start.Add(l.window)) {
+		if len(l.hits) >= maxTracked {
+			l.pruneLocked(now)
+		}
+		w = &failWindow{start: now}
+		l.hits[key] = w
+	}
+	w.n++
+}
+
+func (l *failLimiter) pruneLocked(now time.Time) {
+	for k, w := range l.hits {
+		if !now.Before(w.start.Add(l.window)) {
+			delete(l.hits, k)
+		}
+	}
+	// Still full: every entry is a live window of some address. Forget the
+	// lot rather than grow without bound; the limit resets for all.
+	if len(l.hits) >= maxTracked {
+		clear(l.hits)
+	}
+}
+
+// clientAddr is the limiter key of a request: its TCP peer's IP.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -543,6 +543,14 @@ func uninstallService(ctx context.Context, e *Env, f svcFlags) error {
 		}
 		fmt.Fprintf(e.Stderr, "roomrelay uninstall: the service manager reported %v; the service file was removed anyway\n", err)
 	}
+	if runtime.GOOS == "linux" {
+		// A unit that had failed (a revoked device exits 3 and is not
+		// restarted) stays loaded as "not-found failed" after its file is
+		// gone: listed by `systemctl --failed`, and reported failed again
+		// right after the next install. Make systemd forget it; a unit that
+		// was not failed makes this a no-op or "not loaded", both fine.
+		_, _ = systemctl(ctx, !s.system, "reset-failed", packaging.Name+".service")
+	}
 	fmt.Fprintf(e.Stdout, "uninstalled the roomrelay %s\n", s.kind)
 	fmt.Fprintf(e.Stdout, "  kept: config and enrollment in %s, state in %s, data in %s\n", s.paths.Config, s.paths.State, s.paths.Data)
 	fmt.Fprintln(e.Stdout, "  (delete them by hand to forget this device; `roomrelay hub revoke` on the hub cuts it off)")
@@ -594,10 +602,20 @@ type svcReport struct {
 	Kind      string `json:"kind"`
 	Installed bool   `json:"installed"`
 	Running   bool   `json:"running"`
-	State     string `json:"state"` // running, stopped, failed, not_installed
+	State     string `json:"state"` // running, restarting, stopped, failed, not_installed
 	UnitFile  string `json:"unit_file,omitempty"`
 	Starts    string `json:"starts,omitempty"`
 	Problem   string `json:"problem,omitempty"`
+}
+
+// autoRestarting reports whether systemd is between a crash of the agent and
+// the restart Restart=on-failure schedules (SubState auto-restart).
+func (s *svcSpec) autoRestarting(ctx context.Context) bool {
+	if runtime.GOOS != "linux" {
+		return false
+	}
+	out, err := systemctl(ctx, !s.system, "show", "--property=SubState", "--value", packaging.Name+".service")
+	return err == nil && out == "auto-restart"
 }
 
 func serviceStatus(ctx context.Context, e *Env, f svcFlags, asJSON bool) error {
@@ -623,6 +641,10 @@ func serviceStatus(ctx context.Context, e *Env, f svcFlags, asJSON bool) error {
 		switch {
 		case err != nil:
 			r.State, r.Problem, code = "failed", err.Error()+"; see: "+journalHint(s.system), ExitFailure
+		case st == service.StatusRunning && s.autoRestarting(ctx):
+			// kardianos counts "activating" as running, but a unit waiting
+			// out RestartSec after a crash has no process at all.
+			r.State, r.Problem, code = "restarting", "the agent exited and systemd restarts it after RestartSec (Restart=on-failure); see: "+journalHint(s.system), ExitFailure
 		case st == service.StatusRunning:
 			r.State, r.Running = "running", true
 		default:

@@ -16,7 +16,9 @@ import (
 )
 
 // fakeSystemctl stands in for systemctl: it logs every call, fails the verbs
-// listed in FAKE_SYSTEMCTL_FAIL with a systemd-like message, and keeps the
+// listed in FAKE_SYSTEMCTL_FAIL with a systemd-like message, reports the
+// unit's SubState as FAKE_SYSTEMCTL_SUBSTATE (auto-restart: the unit is
+// "activating" between a crash and its restart), and keeps the
 // enable symlink and the running state in real files, so the commands'
 // file handling and rollback run for real. kardianos puts the verb first
 // ("enable --user X"), the service commands put --user first.
@@ -29,7 +31,9 @@ for f in $FAKE_SYSTEMCTL_FAIL; do
 done
 units="$HOME/.config/systemd/user"
 case "$verb" in
-  is-active) if [ -f "$FAKE_SYSTEMCTL_ACTIVE" ]; then echo active; exit 0; fi; echo inactive; exit 3;;
+  is-active) if [ "$FAKE_SYSTEMCTL_SUBSTATE" = auto-restart ]; then echo activating; exit 3; fi
+    if [ -f "$FAKE_SYSTEMCTL_ACTIVE" ]; then echo active; exit 0; fi; echo inactive; exit 3;;
+  show) echo "${FAKE_SYSTEMCTL_SUBSTATE:-running}"; exit 0;;
   list-unit-files) [ -f "$units/roomrelay.service" ] && echo "roomrelay.service enabled"; exit 0;;
   enable) mkdir -p "$units/default.target.wants" && ln -sf "$units/roomrelay.service" "$units/default.target.wants/roomrelay.service";;
   disable) rm -f "$units/default.target.wants/roomrelay.service";;
@@ -78,6 +82,7 @@ func newSvcWorld(t *testing.T) *svcWorld {
 	t.Setenv("FAKE_SYSTEMCTL_LOG", w.log)
 	t.Setenv("FAKE_SYSTEMCTL_ACTIVE", filepath.Join(dir, "active"))
 	t.Setenv("FAKE_SYSTEMCTL_FAIL", "")
+	t.Setenv("FAKE_SYSTEMCTL_SUBSTATE", "")
 	w.env = map[string]string{"XDG_RUNTIME_DIR": rt, "ROOMRELAY_HOME": w.rh}
 	return w
 }
@@ -178,6 +183,12 @@ func TestServiceLifecycle(t *testing.T) {
 	if c := w.calls(); !strings.Contains(c, "stop --user roomrelay.service") || !strings.Contains(c, "disable --user roomrelay.service") {
 		t.Errorf("uninstall did not stop and disable; systemctl calls:\n%s", c)
 	}
+	// A failed unit stays loaded ("not-found failed") after its file is
+	// removed unless systemd is told to forget it (seen on a real manager:
+	// .ci/systemd-tests).
+	if c := w.calls(); !strings.Contains(c, "--user reset-failed roomrelay.service") {
+		t.Errorf("uninstall did not reset-failed the unit; systemctl calls:\n%s", c)
+	}
 
 	code, out, errOut = w.run("uninstall")
 	expectRun(t, "uninstall again", code, out, errOut, ExitFailure, "not installed", "nothing to uninstall")
@@ -216,6 +227,28 @@ func TestServiceStartFailureShowsSystemctl(t *testing.T) {
 	t.Setenv("FAKE_SYSTEMCTL_FAIL", "start")
 	code, out, errOut = w.run("start")
 	expectRun(t, "start", code, out, errOut, ExitFailure, "fake refusal", "journalctl --user -u roomrelay")
+}
+
+// TestServiceStatusAutoRestart: between a crash and the restart systemd
+// schedules, the unit is "activating" with no process; that is not running
+// (kardianos alone would say it is).
+func TestServiceStatusAutoRestart(t *testing.T) {
+	w := newSvcWorld(t)
+	code, out, errOut := w.run("install")
+	expectRun(t, "install", code, out, errOut, ExitOK)
+	code, out, errOut = w.run("start")
+	expectRun(t, "start", code, out, errOut, ExitOK)
+	t.Setenv("FAKE_SYSTEMCTL_SUBSTATE", "auto-restart")
+	code, out, errOut = w.run("service", "status")
+	expectRun(t, "status while auto-restarting", code, out, errOut, ExitFailure, "restarting", "systemd restarts it", "journalctl --user -u roomrelay")
+	code, out, errOut = w.run("service", "status", "--json")
+	var r svcReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("service status --json: %v\n%s", err, out)
+	}
+	if code != ExitFailure || r.Running || r.State != "restarting" || !r.Installed {
+		t.Errorf("status while auto-restarting: exit %d, %+v %s", code, r, errOut)
+	}
 }
 
 // TestServiceNoSession covers the machines without a place to install into;

@@ -168,6 +168,8 @@ type fakeAgent struct {
 	dev     string
 	welcome *relay.Welcome
 
+	wmu sync.Mutex // serializes writes: serve's answers and the test's own frames
+
 	mu     sync.Mutex
 	frames []relay.Frame // non-command frames seen by serve
 	done   chan struct{}
@@ -244,7 +246,6 @@ func echoHandler(c *relay.Command) *relay.Result {
 func (a *fakeAgent) serve(handle func(*relay.Command) *relay.Result) {
 	go func() {
 		defer close(a.done)
-		var wmu sync.Mutex
 		for {
 			_, data, err := a.conn.ReadMessage()
 			if err != nil {
@@ -273,12 +274,17 @@ func (a *fakeAgent) serve(handle func(*relay.Command) *relay.Result) {
 					return
 				}
 				b, _ := relay.Encode(res)
-				wmu.Lock()
-				defer wmu.Unlock()
-				_ = a.conn.WriteMessage(websocket.TextMessage, b)
+				_ = a.write(b)
 			}()
 		}
 	}()
+}
+
+// write sends one text frame; safe alongside serve's answers.
+func (a *fakeAgent) write(b []byte) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	return a.conn.WriteMessage(websocket.TextMessage, b)
 }
 
 // closeCode waits for serve to end and returns the close code the hub sent.

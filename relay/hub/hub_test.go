@@ -142,7 +142,7 @@ func TestPresenceSleeping(t *testing.T) {
 	th := startHub(t, Config{Heartbeat: 100 * time.Millisecond})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
-	if err := a.conn.WriteMessage(websocket.TextMessage, mustEncode(t, &relay.Event{Event: relay.EventSleeping, Time: time.Now()})); err != nil {
+	if err := a.write(mustEncode(t, &relay.Event{Event: relay.EventSleeping, Time: time.Now()})); err != nil {
 		t.Fatal(err)
 	}
 	a.serve(echoHandler) // still answering pings: sleeping until the socket goes
@@ -602,7 +602,7 @@ func TestEventsAndProposals(t *testing.T) {
 		waited <- ev
 	}()
 	send := func(ev *relay.Event) {
-		if err := a.conn.WriteMessage(websocket.TextMessage, mustEncode(t, ev)); err != nil {
+		if err := a.write(mustEncode(t, ev)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
@@ -27,7 +25,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 		data, _ := json.Marshal(relay.ProposalDecided{ProposalID: pid, Project: "p1", RoomID: "room-1",
 			State: state, InstanceID: instance, DecidedAt: time.Now().UTC()})
 		ev := &relay.Event{Event: relay.EventProposalDecided, Time: time.Now(), Data: data}
-		if err := a.conn.WriteMessage(websocket.TextMessage, mustEncode(t, ev)); err != nil {
+		if err := a.write(mustEncode(t, ev)); err != nil {
 			t.Fatal(err)
 		}
 	}

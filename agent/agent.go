@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,6 +113,7 @@ func New(cfg Config) (*Agent, error) {
 		DeviceID:     cfg.DeviceID,
 		PID:          os.Getpid(),
 		QueuedEvents: ob.len(),
+		Notes:        slices.Clone(cfg.Notes),
 	}
 	return a, nil
 }

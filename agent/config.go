@@ -57,6 +57,9 @@ type Config struct {
 	// Audit is told about every command that reaches the agent, allowed or
 	// denied, including expired, busy and redelivered ones.
 	Audit func(cmd *relay.Command, res *relay.Result, dur time.Duration)
+	// Notes are standing conditions the owner should know of (e.g. "no
+	// sandbox: ..."), shown by `roomrelay status` for as long as this agent runs.
+	Notes []string
 	// Logger receives the agent's logs (discarded if nil).
 	Logger *slog.Logger
 

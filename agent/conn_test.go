@@ -26,6 +26,7 @@ func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
 			return []relay.ProjectPolicy{{Project: "p1", Commands: []string{"echo"}}}
 		}
 		c.Audit = func(*relay.Command, *relay.Result, time.Duration) { audits.Add(1) }
+		c.Notes = []string{"no sandbox: test"}
 	})
 	a.Register("echo", func(ctx context.Context, cmd *relay.Command) (any, error) {
 		var args map[string]any
@@ -53,7 +54,7 @@ func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
 		t.Errorf("status = %+v", st)
 	}
 	fst, err := ReadStatusFile(a.cfg.StateDir)
-	if err != nil || fst.State != StateOnline || fst.SessionID != "s1" {
+	if err != nil || fst.State != StateOnline || fst.SessionID != "s1" || len(fst.Notes) != 1 || fst.Notes[0] != "no sandbox: test" {
 		t.Errorf("status file = %+v, %v", fst, err)
 	}
 	if m := fileMode(t, filepath.Join(a.cfg.StateDir, StatusFile)); m != 0o600 {

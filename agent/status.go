@@ -34,11 +34,13 @@ type Status struct {
 	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
 	NextRetryAt    time.Time `json:"next_retry_at,omitzero"`
 	// Reconnects counts sessions established after the first one.
-	Reconnects   int       `json:"reconnects"`
-	InFlight     int       `json:"in_flight"`
-	QueuedEvents int       `json:"queued_events"`
-	PID          int       `json:"pid"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	Reconnects   int `json:"reconnects"`
+	InFlight     int `json:"in_flight"`
+	QueuedEvents int `json:"queued_events"`
+	// Notes are standing conditions of this run (Config.Notes).
+	Notes     []string  `json:"notes,omitempty"`
+	PID       int       `json:"pid"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ReadStatusFile reads the status the agent last wrote to stateDir. The PID

@@ -120,7 +120,7 @@ func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandb
 			// The agent still serves reads and reviews; only smoke-runs are
 			// off, and a smoke_run_room_app caller is told why.
 			e.Logger.Warn("no sandbox: approved snippets are not smoke-run", "reason", err)
-			dc.NoSandboxReason = "the sandbox worker is not installed on this device"
+			dc.NoSandboxReason = "the sandbox worker " + workerCommand + " is not installed next to roomrelay (reinstall the package)"
 		} else {
 			scfg.WorkerCommand = worker
 			if pool, err = sandbox.NewPool(scfg); err != nil {

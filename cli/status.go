@@ -145,6 +145,9 @@ func printStatus(e *Env, r statusReport) {
 			fmt.Fprintf(w, "next retry:  %s\n", a.NextRetryAt.Local().Format(time.TimeOnly))
 		}
 		fmt.Fprintf(w, "agent pid:   %d, %d commands in flight, %d events queued\n", a.PID, a.InFlight, a.QueuedEvents)
+		for _, n := range a.Notes {
+			fmt.Fprintf(w, "note:        %s\n", n)
+		}
 	}
 }
 

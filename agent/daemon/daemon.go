@@ -123,6 +123,9 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Guard:  d.guard,
 		Audit:  d.record,
 	}
+	if cfg.Sandbox == nil && cfg.NoSandboxReason != "" {
+		acfg.Notes = append(acfg.Notes, "no sandbox: "+cfg.NoSandboxReason+"; approved snippets are not smoke-run")
+	}
 	if cfg.Agent != nil {
 		cfg.Agent(&acfg)
 	}

@@ -215,7 +215,9 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 			runtimeOK = true
 			d.say("sandbox: React %s runtime verified against its pinned sha512 (%s)", sandbox.ReactVersion, since(t0))
 		}
-		scfg.WorkerCommand = []string{d.e.Executable, workerCommand} // the full build: the worker is this binary
+		if scfg.WorkerCommand, err = sandboxWorker(d.e); err != nil {
+			return err
+		}
 		scfg.Workers = 1
 		if pool, err = sandbox.NewPool(scfg); err != nil {
 			return err

@@ -107,32 +107,31 @@ func run(ctx context.Context, log *slog.Logger, builds []string, window, settle 
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	bins := map[string]string{}
-	for _, b := range []string{"full", "agent"} {
-		bins[b] = filepath.Join(dir, "roomrelay-"+b)
-		// Built as the packages build it (packaging/cmd/mkpkg): static,
-		// trimmed, stripped.
-		args := []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", bins[b]}
-		if b == "agent" {
-			args = append(args, "-tags", "agentonly")
-		}
-		log.Info("building roomrelay", "build", b)
-		cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/roomrelay")...)
+	// Built as the packages build them (packaging/cmd/mkpkg): static,
+	// trimmed, stripped.
+	goBuild := func(out, pkg string, flags ...string) error {
+		args := append([]string{"build", "-trimpath", "-ldflags", "-s -w"}, flags...)
+		cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("go build (%s): %w", b, err)
+			return fmt.Errorf("go build %s: %w", pkg, err)
 		}
+		return nil
+	}
+	bins := map[string]string{"full": filepath.Join(dir, "roomrelay-full"), "agent": filepath.Join(dir, "roomrelay-agent")}
+	log.Info("building roomrelay", "builds", "full, agent")
+	if err := goBuild(bins["full"], "./cmd/roomrelay"); err != nil {
+		return nil, err
+	}
+	if err := goBuild(bins["agent"], "./cmd/roomrelay", "-tags", "agentonly"); err != nil {
+		return nil, err
 	}
 	// The device build's sandbox worker, next to roomrelay-agent where the
 	// agent looks for it (an idle agent starts no worker, but without one it
 	// would run without its sandbox pool).
-	wcmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w",
-		"-o", filepath.Join(dir, "roomrelay-sandbox"), "./cmd/roomrelay-sandbox")
-	wcmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	wcmd.Stdout, wcmd.Stderr = os.Stderr, os.Stderr
-	if err := wcmd.Run(); err != nil {
-		return nil, fmt.Errorf("go build (sandbox worker): %w", err)
+	if err := goBuild(filepath.Join(dir, "roomrelay-sandbox"), "./cmd/roomrelay-sandbox"); err != nil {
+		return nil, err
 	}
 	var all []phase
 	for _, b := range builds {

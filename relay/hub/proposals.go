@@ -44,18 +44,14 @@ func (h *Hub) noteProposal(ctx context.Context, dev string, res *relay.Result) {
 	}
 }
 
-// knownProposal reports whether the hub routed or saw a decision for pid.
-func (h *Hub) knownProposal(ctx context.Context, dev, pid string) (bool, error) {
-	for _, k := range []string{routedKey(dev, pid), proposalKey(dev, pid)} {
-		_, err := h.st.proposals.Get(ctx, k)
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return false, err
-		}
+// routedProposal reports whether a propose_* command of the device returned
+// pid through this hub.
+func (h *Hub) routedProposal(ctx context.Context, dev, pid string) (bool, error) {
+	_, err := h.st.proposals.Get(ctx, routedKey(dev, pid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
 	}
-	return false, nil
+	return err == nil, err
 }
 
 // handleProposal answers GET /v1/devices/{id}/proposals/{pid}[?wait=30s]:
@@ -89,35 +85,39 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if known, err := h.knownProposal(ctx, dev, pid); err != nil {
-		h.log.Error("read proposal", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
-		return
-	} else if !known {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no proposal %s of device %s: the hub knows a proposal once its propose_* command returned through it", pid, dev))
-		return
-	}
-
-	var ev *hubclient.DeviceEvent
-	if wait > 0 {
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		ev, err = h.WaitProposal(wctx, dev, pid)
-		cancel()
-		if err != nil && ctx.Err() != nil {
-			return // the caller left or the hub is stopping
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			h.log.Error("wait proposal", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not watch the proposal; retry")
-			return
-		}
-	} else {
-		ev, _, err = getJSON[hubclient.DeviceEvent](ctx, h.st.proposals, proposalKey(dev, pid))
-		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+	// A recorded decision answers at once; otherwise the id must be one the
+	// hub routed before it is worth waiting for.
+	ev, _, err := getJSON[hubclient.DeviceEvent](ctx, h.st.proposals, proposalKey(dev, pid))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		ev = nil
+		routed, err := h.routedProposal(ctx, dev, pid)
+		if err != nil {
 			h.log.Error("read proposal", "err", err)
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
 			return
 		}
+		if !routed {
+			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no proposal %s of device %s: the hub knows a proposal once its propose_* command returned through it", pid, dev))
+			return
+		}
+		if wait > 0 {
+			wctx, cancel := context.WithTimeout(ctx, wait)
+			ev, err = h.WaitProposal(wctx, dev, pid)
+			cancel()
+			if err != nil && ctx.Err() != nil {
+				return // the caller left or the hub is stopping
+			}
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				h.log.Error("wait proposal", "err", err)
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not watch the proposal; retry")
+				return
+			}
+		}
+	case err != nil:
+		h.log.Error("read proposal", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
+		return
 	}
 	out := hubclient.ProposalState{ProposalID: pid, State: hubclient.ProposalPending}
 	if ev != nil {

@@ -83,28 +83,29 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	defer os.RemoveAll(stage)
 
+	goBuild := func(out, pkg string, flags ...string) error {
+		args := append([]string{"build", "-trimpath", "-buildvcs=false"}, flags...)
+		cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+o.arch, "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %s: %w", pkg, err)
+		}
+		return nil
+	}
 	bin := filepath.Join(stage, "roomrelay")
 	log.Info("building", "version", o.version, "arch", o.arch)
 	// The device build: -tags agentonly leaves the hub and the demo (and
 	// with them nats-server) out of what a laptop installs; see cli/hub_agentonly.go.
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-tags", "agentonly",
-		"-ldflags", "-s -w -X github.com/roomrelay/roomrelay/cli.Version="+o.version,
-		"-o", bin, "./cmd/roomrelay")
-	build.Dir = root
-	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+o.arch, "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build: %w", err)
+	if err := goBuild(bin, "./cmd/roomrelay", "-tags", "agentonly",
+		"-ldflags", "-s -w -X github.com/roomrelay/roomrelay/cli.Version="+o.version); err != nil {
+		return err
 	}
 	// The device build's sandbox worker (esbuild and goja live only here).
 	worker := filepath.Join(stage, "roomrelay-sandbox")
-	wbuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w", "-o", worker, "./cmd/roomrelay-sandbox")
-	wbuild.Dir = root
-	wbuild.Env = build.Env
-	wbuild.Stdout, wbuild.Stderr = os.Stderr, os.Stderr
-	if err := wbuild.Run(); err != nil {
-		return fmt.Errorf("go build (sandbox worker): %w", err)
+	if err := goBuild(worker, "./cmd/roomrelay-sandbox", "-ldflags", "-s -w"); err != nil {
+		return err
 	}
 
 	runtimeFiles, err := stageRuntime(ctx, log, o, filepath.Join(stage, "jsruntime"))

@@ -25,6 +25,7 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
@@ -235,7 +236,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- dm.Run(agentCtx) }()
 	defer func() { stopAgent(); <-agentDone }()
-	if err := waitFor(ctx, func() bool { return devicePresence(ctx, admin, enr.DeviceID) == hubclient.StateOnline }); err != nil {
+	if err := waitFor(ctx, func() bool { return devicePresence(ctx, admin, enr.DeviceID) == hubapi.StateOnline }); err != nil {
 		return fmt.Errorf("agent never came online: %w", err)
 	}
 	st := dm.Agent().Status()
@@ -245,7 +246,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	callHub := func(name string, args any) (*relay.Result, time.Duration) {
 		raw, _ := json.Marshal(args)
 		t := time.Now()
-		res, _, err := admin.Command(ctx, enr.DeviceID, hubclient.CommandRequest{ProjectID: demoProject, Name: name, Args: raw})
+		res, _, err := admin.Command(ctx, enr.DeviceID, hubapi.CommandRequest{ProjectID: demoProject, Name: name, Args: raw})
 		if err != nil {
 			return &relay.Result{Error: relay.Errorf(relay.CodeInternal, "%v", err)}, time.Since(t)
 		}
@@ -304,7 +305,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 
 	// The cloud caller long-polls the hub's HTTP API once; the hub answers
 	// when the device's proposal_decided event arrives.
-	decided := make(chan *hubclient.ProposalState, 1)
+	decided := make(chan *hubapi.ProposalState, 1)
 	go func() {
 		ps, err := admin.WaitProposal(ctx, enr.DeviceID, pr.ProposalID, 30*time.Second)
 		if err != nil {
@@ -378,7 +379,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	if err != nil {
 		return err
 	}
-	d.expect(dev.Presence.State == hubclient.StateOffline, "hub shows %s after the agent left", dev.Presence.State)
+	d.expect(dev.Presence.State == hubapi.StateOffline, "hub shows %s after the agent left", dev.Presence.State)
 	d.say("agent stopped; hub shows the device %s, last seen %s (%s)", dev.Presence.State, dev.Presence.LastSeen.Local().Format(time.TimeOnly), since(t0))
 	res, _ = callHub(relay.CmdReadRoom, map[string]any{"room_id": room.ID})
 	d.expect(!res.OK && res.Error.Code == relay.CodeDeviceOffline, "offline device: %+v", res)

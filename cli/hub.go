@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // DefaultHubListen is where `roomrelay hub` listens unless told otherwise.
@@ -27,7 +28,7 @@ func init() {
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			c := adminClientFlags(fs, e)
 			project := fs.String("project", "", "project `id` the device is enrolled for (required)")
-			ttl := fs.Duration("ttl", hubclient.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
+			ttl := fs.Duration("ttl", hubapi.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, args []string) error {
 				if *project == "" || len(args) > 0 {
@@ -91,13 +92,13 @@ func init() {
 				if err != nil {
 					return err
 				}
-				var devs []hubclient.Device
+				var devs []hubapi.Device
 				if len(args) == 1 {
 					d, err := cl.Device(ctx, args[0])
 					if err != nil {
 						return hubCallErr(err)
 					}
-					devs = []hubclient.Device{*d}
+					devs = []hubapi.Device{*d}
 				} else if devs, err = cl.Devices(ctx); err != nil {
 					return hubCallErr(err)
 				}
@@ -105,7 +106,7 @@ func init() {
 					if len(args) == 1 {
 						return json.NewEncoder(e.Stdout).Encode(devs[0])
 					}
-					return json.NewEncoder(e.Stdout).Encode(hubclient.DeviceList{Devices: devs})
+					return json.NewEncoder(e.Stdout).Encode(hubapi.DeviceList{Devices: devs})
 				}
 				printDevices(e, devs)
 				return nil
@@ -123,7 +124,7 @@ succeeded and 1 when it failed (the error code is in the JSON).`,
 			c := adminClientFlags(fs, e)
 			project := fs.String("project", "", "project `id` (required)")
 			argsJSON := fs.String("args", "{}", "command arguments as a JSON `object`")
-			timeout := fs.Duration("timeout", hubclient.DefaultCommandTimeout, "how long the device may take")
+			timeout := fs.Duration("timeout", hubapi.DefaultCommandTimeout, "how long the device may take")
 			id := fs.String("id", "", "command `id` (default: the hub makes one); resending an id returns the stored result")
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 2 || *project == "" {
@@ -136,7 +137,7 @@ succeeded and 1 when it failed (the error code is in the JSON).`,
 				if err != nil {
 					return err
 				}
-				res, _, err := cl.Command(ctx, args[0], hubclient.CommandRequest{ID: *id, ProjectID: *project, Name: args[1],
+				res, _, err := cl.Command(ctx, args[0], hubapi.CommandRequest{ID: *id, ProjectID: *project, Name: args[1],
 					Args: json.RawMessage(*argsJSON), TimeoutMS: timeout.Milliseconds()})
 				if err != nil {
 					return hubCallErr(err)
@@ -155,7 +156,7 @@ succeeded and 1 when it failed (the error code is in the JSON).`,
 	})
 }
 
-func printDevices(e *Env, devs []hubclient.Device) {
+func printDevices(e *Env, devs []hubapi.Device) {
 	if len(devs) == 0 {
 		fmt.Fprintln(e.Stdout, "no devices enrolled; create a pairing code with `roomrelay hub pair --project P`")
 		return
@@ -165,7 +166,7 @@ func printDevices(e *Env, devs []hubclient.Device) {
 	for _, d := range devs {
 		state := d.Presence.State
 		when := d.Presence.Since
-		if state == hubclient.StateOffline {
+		if state == hubapi.StateOffline {
 			when = d.Presence.LastSeen
 		}
 		if d.Revoked {

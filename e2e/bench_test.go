@@ -13,7 +13,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
-	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // BenchmarkCommandRoundTrip measures read_room and list_room_apps (50 apps)
@@ -42,7 +42,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitState(b, h, dv.id, hubclient.StateOnline)
+	waitState(b, h, dv.id, hubapi.StateOnline)
 
 	for _, tc := range []struct {
 		name string
@@ -64,7 +64,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 						defer wg.Done()
 						for i := range next {
 							t := time.Now()
-							res, _, err := h.client.Command(context.Background(), dv.id, hubclient.CommandRequest{ProjectID: "proj-a", Name: tc.cmd, Args: json.RawMessage(tc.args)})
+							res, _, err := h.client.Command(context.Background(), dv.id, hubapi.CommandRequest{ProjectID: "proj-a", Name: tc.cmd, Args: json.RawMessage(tc.args)})
 							lat[i] = time.Since(t)
 							if err != nil || !res.OK {
 								failed.Do(func() { b.Errorf("call failed: %v %+v", err, res) })

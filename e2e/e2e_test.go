@@ -25,6 +25,7 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 const adminToken = "rra_e2e-admin"
@@ -202,7 +203,7 @@ func waitState(t testing.TB, h *runningHub, id, state string) {
 func call(t testing.TB, h *runningHub, dev, project, name string, args any) (*relay.Result, int) {
 	t.Helper()
 	raw, _ := json.Marshal(args)
-	res, status, err := h.client.Command(context.Background(), dev, hubclient.CommandRequest{ProjectID: project, Name: name, Args: raw, TimeoutMS: 10000})
+	res, status, err := h.client.Command(context.Background(), dev, hubapi.CommandRequest{ProjectID: project, Name: name, Args: raw, TimeoutMS: 10000})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -254,7 +255,7 @@ func TestRoundTrip(t *testing.T) {
 			dv.enable(t, "proj-a")
 			dv.start(t, h.h.URL())
 			seedRoom(t, dv, "proj-a", "room-1")
-			waitState(t, h, dv.id, hubclient.StateOnline)
+			waitState(t, h, dv.id, hubapi.StateOnline)
 
 			d, err := h.client.Device(context.Background(), dv.id)
 			if err != nil {
@@ -276,7 +277,7 @@ func TestRoundTrip(t *testing.T) {
 			if err := dv.stop(t); err != nil {
 				t.Fatalf("agent Run: %v", err)
 			}
-			waitState(t, h, dv.id, hubclient.StateOffline)
+			waitState(t, h, dv.id, hubapi.StateOffline)
 			res, status = call(t, h, dv.id, "proj-a", relay.CmdReadRoom, map[string]string{"room_id": "room-1"})
 			if res.OK || res.Error.Code != relay.CodeDeviceOffline || status != 503 {
 				t.Fatalf("offline device: %d %+v", status, res.Error)
@@ -293,20 +294,20 @@ func TestSilentLossAndRecovery(t *testing.T) {
 	proxy := testutil.NewProxy(t, strings.TrimPrefix(h.h.URL(), "http://"))
 	dv := enroll(t, h, "proj-a")
 	dv.start(t, "http://"+proxy.Addr())
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 	first := mustDevice(t, h, dv.id).Presence.Session
 
 	proxy.Blackhole(true)
-	waitState(t, h, dv.id, hubclient.StateOffline)
+	waitState(t, h, dv.id, hubapi.StateOffline)
 	proxy.Blackhole(false)
 	proxy.Reset() // connections made while blackholed are half-dead
 	eventually(t, "a new session", func() bool {
 		p := mustDevice(t, h, dv.id).Presence
-		return p.State == hubclient.StateOnline && p.Session != first
+		return p.State == hubapi.StateOnline && p.Session != first
 	})
 }
 
-func mustDevice(t testing.TB, h *runningHub, id string) *hubclient.Device {
+func mustDevice(t testing.TB, h *runningHub, id string) *hubapi.Device {
 	t.Helper()
 	d, err := h.client.Device(context.Background(), id)
 	if err != nil {
@@ -330,11 +331,11 @@ func TestHubRestart(t *testing.T) {
 	dv.enable(t, "proj-a")
 	dv.start(t, h.h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 
 	h.stop(t)
 	h2 := startHub(t, hub.Config{DataDir: dir, Listen: addr})
-	waitState(t, h2, dv.id, hubclient.StateOnline)
+	waitState(t, h2, dv.id, hubapi.StateOnline)
 	res, _ := call(t, h2, dv.id, "proj-a", relay.CmdReadRoom, map[string]string{"room_id": "room-1"})
 	if !res.OK {
 		t.Fatalf("after restart: %+v", res.Error)
@@ -350,7 +351,7 @@ func TestRevokeStopsAgent(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
 	dv.start(t, h.h.URL())
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 	if _, err := h.client.Revoke(context.Background(), dv.id); err != nil {
 		t.Fatal(err)
 	}

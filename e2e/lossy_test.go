@@ -19,6 +19,7 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // lossyProxy sits in front of the hub's HTTP API. It forwards each request,
@@ -118,7 +119,7 @@ func TestLostResponses(t *testing.T) {
 	dv := enroll(t, h, "proj-a")
 	dv.enableFast(t, "proj-a")
 	dv.start(t, h.h.URL())
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 
 	var rows []lossRow
 	for _, strategy := range []string{"random key per attempt", "content-derived key"} {
@@ -149,7 +150,7 @@ func TestLostResponses(t *testing.T) {
 				row.calls++
 				// No command id: each attempt is a new command, so only the
 				// idempotency key can make a retry a duplicate.
-				res, _, err := cl.Command(context.Background(), dv.id, hubclient.CommandRequest{ProjectID: "proj-a",
+				res, _, err := cl.Command(context.Background(), dv.id, hubapi.CommandRequest{ProjectID: "proj-a",
 					Name: relay.CmdProposeRoomSnippetApp, Args: raw, TimeoutMS: 10000})
 				if err != nil {
 					if attempt == 0 {

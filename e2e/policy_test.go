@@ -11,6 +11,7 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestErrorCodesThroughRelay reaches each policy error code through the real
@@ -29,7 +30,7 @@ func TestErrorCodesThroughRelay(t *testing.T) {
 	dv.enable(t, "proj-a", relay.CmdReadRoom, relay.CmdListRoomApps)
 	dv.start(t, h.h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 
 	room := map[string]any{"room_id": "room-1"}
 	cases := []struct {
@@ -101,7 +102,7 @@ func TestPolicyHotReload(t *testing.T) {
 	dv.enable(t, "proj-a", relay.CmdReadRoom)
 	dv.start(t, h.h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 
 	args := map[string]any{"room_id": "room-1"}
 	if res, _ := call(t, h, dv.id, "proj-a", relay.CmdListRoomApps, args); res.OK || res.Error.Code != relay.CodeCommandNotAllowed {
@@ -131,7 +132,7 @@ func TestNetworkCannotWidenPolicy(t *testing.T) {
 	dv.enable(t, "proj-a", relay.CmdReadRoom)
 	dv.start(t, h.h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 	before, err := os.ReadFile(dv.policyPath())
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
-	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
@@ -37,7 +37,7 @@ func TestProposalReviewEvent(t *testing.T) {
 	dv.enableFast(t, "proj-a")
 	dv.start(t, h.h.URL())
 	seedRoom(t, dv, "proj-a", "room-1") // one app already in the launcher
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 	ctx := context.Background()
 
 	files := standupTimer(t)
@@ -78,13 +78,13 @@ func TestProposalReviewEvent(t *testing.T) {
 	if !res.OK || json.Unmarshal(res.Result, &rs) != nil || rs.PendingProposals != 1 || rs.AppCount != 1 {
 		t.Fatalf("read_room while pending: %s", res.Result)
 	}
-	if st, err := h.client.WaitProposal(ctx, dv.id, first.ProposalID, 0); err != nil || st.State != hubclient.ProposalPending {
+	if st, err := h.client.WaitProposal(ctx, dv.id, first.ProposalID, 0); err != nil || st.State != hubapi.ProposalPending {
 		t.Fatalf("hub state while pending: %+v %v", st, err)
 	}
 
 	// The cloud caller blocks in one long poll.
 	type answer struct {
-		st  *hubclient.ProposalState
+		st  *hubapi.ProposalState
 		err error
 		at  time.Time
 	}
@@ -115,7 +115,7 @@ func TestProposalReviewEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := <-got
-	if a.err != nil || a.st.State != hubclient.ProposalApproved || a.st.InstanceID != approved.InstanceID || a.st.InstanceID == "" {
+	if a.err != nil || a.st.State != hubapi.ProposalApproved || a.st.InstanceID != approved.InstanceID || a.st.InstanceID == "" {
 		t.Fatalf("cloud saw %+v %v, want approved %s", a.st, a.err, approved.InstanceID)
 	}
 	t.Logf("approval → cloud: %s (one long-poll request; agent tick 50 ms)", a.at.Sub(clicked).Round(time.Millisecond))
@@ -147,7 +147,7 @@ func TestProposalReviewEvent(t *testing.T) {
 	if _, err := owner.DeclineProposal(ctx, second.ProposalID); err != nil {
 		t.Fatal(err)
 	}
-	if a := <-got; a.err != nil || a.st.State != hubclient.ProposalDeclined || a.st.InstanceID != "" {
+	if a := <-got; a.err != nil || a.st.State != hubapi.ProposalDeclined || a.st.InstanceID != "" {
 		t.Fatalf("decline seen as %+v %v", a.st, a.err)
 	}
 }
@@ -160,7 +160,7 @@ func TestApprovalLatency(t *testing.T) {
 	dv := enroll(t, h, "proj-a")
 	dv.enableFast(t, "proj-a")
 	dv.start(t, h.h.URL())
-	waitState(t, h, dv.id, hubclient.StateOnline)
+	waitState(t, h, dv.id, hubapi.StateOnline)
 	emptyRoom(t, dv, "proj-a", "room-1")
 	ctx := context.Background()
 	var lat []time.Duration
@@ -173,7 +173,7 @@ func TestApprovalLatency(t *testing.T) {
 		done := make(chan time.Time, 1)
 		go func() {
 			st, err := h.client.WaitProposal(ctx, dv.id, pr.ProposalID, 30*time.Second)
-			if err != nil || st.State != hubclient.ProposalApproved {
+			if err != nil || st.State != hubapi.ProposalApproved {
 				t.Errorf("wait: %+v %v", st, err)
 			}
 			done <- time.Now()
@@ -199,7 +199,7 @@ func BenchmarkProposeEndToEnd(b *testing.B) {
 	dv := enroll(b, h, "proj-a")
 	dv.enableFast(b, "proj-a")
 	dv.start(b, h.h.URL())
-	waitState(b, h, dv.id, hubclient.StateOnline)
+	waitState(b, h, dv.id, hubapi.StateOnline)
 	emptyRoom(b, dv, "proj-a", "room-1")
 	css := "body { margin: 0 }\n"
 	for _, callers := range []int{1, 4} {
@@ -219,7 +219,7 @@ func BenchmarkProposeEndToEnd(b *testing.B) {
 						files := map[string]string{"src/App.tsx": fmt.Sprintf("export default function App() { return %d }\n", n), "src/styles.css": css}
 						raw, _ := json.Marshal(map[string]any{"room_id": "room-1", "name": name, "files": files,
 							"idempotency_key": relay.SnippetKey("room-1", name, files)})
-						res, _, err := h.client.Command(context.Background(), dv.id, hubclient.CommandRequest{ProjectID: "proj-a",
+						res, _, err := h.client.Command(context.Background(), dv.id, hubapi.CommandRequest{ProjectID: "proj-a",
 							Name: relay.CmdProposeRoomSnippetApp, Args: raw, TimeoutMS: 10000})
 						if err != nil || !res.OK {
 							b.Errorf("propose: %v %+v", err, res)

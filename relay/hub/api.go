@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
-	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // requestSlack is added to a command's deadline for the NATS request, so an
@@ -55,7 +55,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, hubclient.ErrorBody{Error: hubclient.ErrorDetail{Code: code, Message: msg}})
+	writeJSON(w, status, hubapi.ErrorBody{Error: hubapi.ErrorDetail{Code: code, Message: msg}})
 }
 
 func bearer(r *http.Request) string {
@@ -148,7 +148,7 @@ func (h *Hub) writeAuthError(w http.ResponseWriter, err error) {
 }
 
 func (h *Hub) handlePair(w http.ResponseWriter, r *http.Request) {
-	var req hubclient.PairingRequest
+	var req hubapi.PairingRequest
 	if !decodeBody(w, r, maxSmallBody, &req) {
 		return
 	}
@@ -178,7 +178,7 @@ func (h *Hub) handlePair(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.log.Info("pairing code issued", "project", req.Project, "expires_at", rec.ExpiresAt)
-		writeJSON(w, http.StatusCreated, hubclient.PairingCode{Code: code, Project: req.Project, ExpiresAt: rec.ExpiresAt})
+		writeJSON(w, http.StatusCreated, hubapi.PairingCode{Code: code, Project: req.Project, ExpiresAt: rec.ExpiresAt})
 		return
 	}
 	writeError(w, http.StatusServiceUnavailable, "unavailable", "could not draw a free pairing code; retry")
@@ -198,7 +198,7 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) {
 		h.enrollLim.fail(addr)
 		writeError(w, status, code, msg)
 	}
-	var req hubclient.EnrollRequest
+	var req hubapi.EnrollRequest
 	if !decodeBody(w, r, maxSmallBody, &req) {
 		return
 	}
@@ -258,7 +258,7 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	var out hubclient.Enrollment
+	var out hubapi.Enrollment
 	if existing != nil {
 		d, err := h.st.updateDevice(ctx, devID, func(d *deviceRec) error {
 			if d.Revoked {
@@ -274,7 +274,7 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not record the enrollment; retry with a new code")
 			return
 		}
-		out = hubclient.Enrollment{DeviceID: d.ID, Token: bearer(r), Project: pr.Project, Projects: d.Projects}
+		out = hubapi.Enrollment{DeviceID: d.ID, Token: bearer(r), Project: pr.Project, Projects: d.Projects}
 	} else {
 		token := newSecret("rrd_")
 		th := hashSecret("token", token)
@@ -294,7 +294,7 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not record the enrollment; retry with a new code")
 			return
 		}
-		out = hubclient.Enrollment{DeviceID: devID, Token: token, Project: pr.Project, Projects: d.Projects}
+		out = hubapi.Enrollment{DeviceID: devID, Token: token, Project: pr.Project, Projects: d.Projects}
 	}
 	h.log.Info("device enrolled", "device", out.DeviceID, "project", pr.Project, "added", existing != nil)
 	writeJSON(w, http.StatusOK, out)
@@ -324,7 +324,7 @@ func (h *Hub) handleDevices(w http.ResponseWriter, r *http.Request) {
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	out := hubclient.DeviceList{Devices: []hubclient.Device{}}
+	out := hubapi.DeviceList{Devices: []hubapi.Device{}}
 	for _, id := range ids {
 		d, err := h.device(ctx, id)
 		if err != nil {
@@ -354,17 +354,17 @@ func (h *Hub) handleDevice(w http.ResponseWriter, r *http.Request) {
 }
 
 // device assembles the API view of a device with its effective presence.
-func (h *Hub) device(ctx context.Context, id string) (*hubclient.Device, error) {
+func (h *Hub) device(ctx context.Context, id string) (*hubapi.Device, error) {
 	d, _, err := getJSON[deviceRec](ctx, h.st.devices, id)
 	if err != nil {
 		return nil, err
 	}
-	out := &hubclient.Device{ID: d.ID, Name: d.Name, OS: d.OS, Projects: d.Projects, CreatedAt: d.CreatedAt,
+	out := &hubapi.Device{ID: d.ID, Name: d.Name, OS: d.OS, Projects: d.Projects, CreatedAt: d.CreatedAt,
 		Revoked: d.Revoked, RevokedAt: d.RevokedAt, AgentVersion: d.AgentVersion, Policy: d.Policy, LastSeen: d.LastSeen}
 	if out.Policy == nil {
 		out.Policy = []relay.ProjectPolicy{}
 	}
-	out.Presence = hubclient.Presence{State: hubclient.StateOffline, LastSeen: d.LastSeen}
+	out.Presence = hubapi.Presence{State: hubapi.StateOffline, LastSeen: d.LastSeen}
 	p, _, err := getJSON[presenceRec](ctx, h.st.presence, id)
 	if err == nil {
 		out.Presence = h.effectivePresence(p)
@@ -380,9 +380,9 @@ func (h *Hub) device(ctx context.Context, id string) (*hubclient.Device, error) 
 // effectivePresence turns a stored record into what a reader should show: an
 // online or sleeping record its node stopped refreshing (the node died) is
 // offline, last seen at its last refresh.
-func (h *Hub) effectivePresence(p *presenceRec) hubclient.Presence {
-	out := hubclient.Presence{State: p.State, Since: p.Since, LastSeen: p.LastSeen, Session: p.Session, Node: p.Node}
-	if p.State == hubclient.StateOffline {
+func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
+	out := hubapi.Presence{State: p.State, Since: p.Since, LastSeen: p.LastSeen, Session: p.Session, Node: p.Node}
+	if p.State == hubapi.StateOffline {
 		return out
 	}
 	stale := time.Duration(p.StaleAfterMS) * time.Millisecond
@@ -390,7 +390,7 @@ func (h *Hub) effectivePresence(p *presenceRec) hubclient.Presence {
 		stale = h.staleAfter()
 	}
 	if h.cfg.Now().Sub(p.Refreshed) > stale {
-		out.State, out.Since = hubclient.StateOffline, p.Refreshed
+		out.State, out.Since = hubapi.StateOffline, p.Refreshed
 		if p.Refreshed.After(out.LastSeen) {
 			out.LastSeen = p.Refreshed
 		}
@@ -474,7 +474,7 @@ func (h *Hub) handleCommand(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req hubclient.CommandRequest
+	var req hubapi.CommandRequest
 	if !decodeBody(w, r, int64(h.cfg.MaxFrame), &req) {
 		return
 	}
@@ -572,7 +572,7 @@ func isObject(raw json.RawMessage) bool {
 // WaitProposal (for the hub's own endpoints, while Run runs) blocks until the device reports a decision on the proposal
 // (a proposal_decided event), or ctx ends. A decision recorded earlier is
 // returned at once. Any node can wait: decisions live in a KV bucket.
-func (h *Hub) WaitProposal(ctx context.Context, deviceID, proposalID string) (*hubclient.DeviceEvent, error) {
+func (h *Hub) WaitProposal(ctx context.Context, deviceID, proposalID string) (*hubapi.DeviceEvent, error) {
 	if !deviceIDRe.MatchString(deviceID) || !kvKeyRe.MatchString(proposalID) {
 		return nil, fmt.Errorf("wait proposal: bad device or proposal id")
 	}
@@ -597,7 +597,7 @@ func (h *Hub) WaitProposal(ctx context.Context, deviceID, proposalID string) (*h
 			if e == nil {
 				continue // end of the initial values
 			}
-			var ev hubclient.DeviceEvent
+			var ev hubapi.DeviceEvent
 			if err := json.Unmarshal(e.Value(), &ev); err != nil {
 				return nil, fmt.Errorf("wait proposal: decode: %w", err)
 			}

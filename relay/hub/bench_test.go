@@ -20,6 +20,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // The connection benchmark runs its websocket clients in a child process
@@ -190,7 +191,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 	dev, tok := th.enroll("p1")
 	a := dialAgent(b, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 	cl := hubclient.New(th.URL(), testAdmin)
 	cl.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
 	defer cl.HTTP.CloseIdleConnections()
@@ -203,7 +204,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 				next <- i
 			}
 			close(next)
-			req := hubclient.CommandRequest{ProjectID: "p1", Name: "echo", Args: json.RawMessage(`{"room_id":"r1"}`)}
+			req := hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: json.RawMessage(`{"room_id":"r1"}`)}
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for range conc {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/relay"
-	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // Config configures a hub. Zero values take the documented defaults.
@@ -59,10 +59,10 @@ type Config struct {
 // Limits on what a caller may ask for.
 const (
 	DefaultHeartbeat      = 25 * time.Second
-	DefaultPairingTTL     = hubclient.DefaultPairingTTL
-	MaxPairingTTL         = hubclient.MaxPairingTTL
-	DefaultCommandTimeout = hubclient.DefaultCommandTimeout
-	MaxCommandTimeout     = hubclient.MaxCommandTimeout
+	DefaultPairingTTL     = hubapi.DefaultPairingTTL
+	MaxPairingTTL         = hubapi.MaxPairingTTL
+	DefaultCommandTimeout = hubapi.DefaultCommandTimeout
+	MaxCommandTimeout     = hubapi.MaxCommandTimeout
 )
 
 func (c *Config) withDefaults() (Config, error) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 const testAdmin = "rra_test-admin-token"
@@ -133,7 +134,7 @@ func (th *testHub) enroll(project string) (devID, token string) {
 	return en.DeviceID, en.Token
 }
 
-func (th *testHub) presence(id string) hubclient.Presence {
+func (th *testHub) presence(id string) hubapi.Presence {
 	th.t.Helper()
 	d, err := th.cl.Device(context.Background(), id)
 	if err != nil {
@@ -154,9 +155,9 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-func (th *testHub) waitState(id, state string) hubclient.Presence {
+func (th *testHub) waitState(id, state string) hubapi.Presence {
 	th.t.Helper()
-	var p hubclient.Presence
+	var p hubapi.Presence
 	waitFor(th.t, id+" "+state, func() bool { p = th.presence(id); return p.State == state })
 	return p
 }
@@ -322,7 +323,7 @@ func readClose(t testing.TB, conn *websocket.Conn) (int, string) {
 }
 
 // command posts a command through th and returns the result and status.
-func (th *testHub) command(dev string, req hubclient.CommandRequest) (*relay.Result, int) {
+func (th *testHub) command(dev string, req hubapi.CommandRequest) (*relay.Result, int) {
 	th.t.Helper()
 	res, status, err := th.cl.Command(context.Background(), dev, req)
 	if err != nil {
@@ -335,7 +336,7 @@ func (th *testHub) command(dev string, req hubclient.CommandRequest) (*relay.Res
 func (th *testHub) roundTrip(dev string) {
 	th.t.Helper()
 	args := json.RawMessage(`{"n":42,"s":"héllo"}`)
-	res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
 	if status != http.StatusOK || !res.OK || string(res.Result) != string(args) {
 		th.t.Fatalf("round trip: status %d result %+v (error %v)", status, res, res.Error)
 	}

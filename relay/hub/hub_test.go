@@ -18,12 +18,13 @@ import (
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 func TestConnectRoundTripCleanClose(t *testing.T) {
 	th := startHub(t, Config{Heartbeat: 2 * time.Minute}) // offline can only come from the close
 	dev, tok := th.enroll("p1")
-	if p := th.presence(dev); p.State != hubclient.StateOffline {
+	if p := th.presence(dev); p.State != hubapi.StateOffline {
 		t.Fatalf("never-connected device is %s, want offline", p.State)
 	}
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -32,7 +33,7 @@ func TestConnectRoundTripCleanClose(t *testing.T) {
 	}
 	a.serve(echoHandler)
 
-	p := th.waitState(dev, hubclient.StateOnline)
+	p := th.waitState(dev, hubapi.StateOnline)
 	if p.Session != a.welcome.SessionID {
 		t.Errorf("presence session %q, welcome said %q", p.Session, a.welcome.SessionID)
 	}
@@ -46,19 +47,19 @@ func TestConnectRoundTripCleanClose(t *testing.T) {
 
 	th.roundTrip(dev)
 	// A device-side failure keeps its code and maps to its status.
-	res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "fail"})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "fail"})
 	if status != http.StatusForbidden || res.OK || res.Error.Code != relay.CodeCommandNotAllowed || res.Error.Message != "not allowed here" {
 		t.Errorf("failing command: %d %+v", status, res)
 	}
 	// A project the device is not enrolled for is refused by the hub.
-	res, status = th.command(dev, hubclient.CommandRequest{ProjectID: "other", Name: "echo"})
+	res, status = th.command(dev, hubapi.CommandRequest{ProjectID: "other", Name: "echo"})
 	if status != http.StatusForbidden || res.Error == nil || res.Error.Code != relay.CodeNotEnrolled {
 		t.Errorf("unenrolled project: %d %+v", status, res)
 	}
 
 	// Clean close: offline at once (the 5-minute read deadline cannot be it).
 	_ = a.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
-	p = th.waitState(dev, hubclient.StateOffline)
+	p = th.waitState(dev, hubapi.StateOffline)
 	if p.LastSeen.IsZero() {
 		t.Error("offline without last_seen")
 	}
@@ -70,7 +71,7 @@ func routing(t *testing.T, a, b *testHub) {
 	dev, tok := a.enroll("p1")
 	ag := dialAgent(t, a.wsURL(), tok, dev)
 	ag.serve(echoHandler)
-	b.waitState(dev, hubclient.StateOnline)
+	b.waitState(dev, hubapi.StateOnline)
 	b.roundTrip(dev)
 
 	// 20 concurrent commands, each answered with its own args.
@@ -78,7 +79,7 @@ func routing(t *testing.T, a, b *testHub) {
 	for i := range 20 {
 		wg.Go(func() {
 			args := json.RawMessage(`{"i":` + string(rune('0'+i%10)) + `}`)
-			res, status, err := b.cl.Command(context.Background(), dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
+			res, status, err := b.cl.Command(context.Background(), dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
 			if err != nil || status != 200 || string(res.Result) != string(args) {
 				t.Errorf("concurrent command %d: %v %d %+v", i, err, status, res)
 			}
@@ -110,7 +111,7 @@ func TestRoutingExternalNATSTwoNodes(t *testing.T) {
 	}
 	waitFor(t, "old session gone from node a", func() bool { return len(a.localSessions(dev)) == 0 })
 	p := a.presence(dev)
-	if p.State != hubclient.StateOnline || p.Session != nw.welcome.SessionID || p.Node != "b" {
+	if p.State != hubapi.StateOnline || p.Session != nw.welcome.SessionID || p.Node != "b" {
 		t.Fatalf("after takeover presence = %+v, want online on b with session %s", p, nw.welcome.SessionID)
 	}
 	a.roundTrip(dev)
@@ -132,7 +133,7 @@ func TestStaleCloseKeepsNewerSession(t *testing.T) {
 	// The old session's cleanup has run once only one session is left.
 	waitFor(t, "one session", func() bool { return th.sessionCount() == 1 })
 	p := th.presence(dev)
-	if p.State != hubclient.StateOnline || p.Session != nw.welcome.SessionID {
+	if p.State != hubapi.StateOnline || p.Session != nw.welcome.SessionID {
 		t.Fatalf("presence after stale close = %+v, want online with %s", p, nw.welcome.SessionID)
 	}
 	th.roundTrip(dev)
@@ -146,17 +147,17 @@ func TestPresenceSleeping(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.serve(echoHandler) // still answering pings: sleeping until the socket goes
-	p := th.waitState(dev, hubclient.StateSleeping)
+	p := th.waitState(dev, hubapi.StateSleeping)
 	if p.Session != a.welcome.SessionID {
 		t.Errorf("sleeping presence names session %q", p.Session)
 	}
 	// The refresher keeps a live sleeping session sleeping.
 	time.Sleep(500 * time.Millisecond)
-	if p := th.presence(dev); p.State != hubclient.StateSleeping {
+	if p := th.presence(dev); p.State != hubapi.StateSleeping {
 		t.Errorf("after a few heartbeats state = %s, want sleeping", p.State)
 	}
 	a.conn.Close() // the machine suspends: no close frame
-	th.waitState(dev, hubclient.StateOffline)
+	th.waitState(dev, hubapi.StateOffline)
 }
 
 func TestSilentLossGoesOffline(t *testing.T) {
@@ -168,10 +169,10 @@ func TestSilentLossGoesOffline(t *testing.T) {
 	a.serve(echoHandler)
 	b := dialAgent(t, th.wsURL(), otok, other)
 	b.serve(echoHandler)
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 
 	proxy.Blackhole(true) // no FIN, no RST: only the read deadline can tell
-	p := th.waitState(dev, hubclient.StateOffline)
+	p := th.waitState(dev, hubapi.StateOffline)
 	if p.LastSeen.IsZero() {
 		t.Error("offline without last_seen")
 	}
@@ -186,12 +187,12 @@ func TestStaleRecordFromDeadNodeReadsOffline(t *testing.T) {
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 	// Nothing refreshed the record for longer than read deadline + grace,
 	// as when the node holding the socket dies.
 	now.Add(int64(4 * time.Minute))
 	p := th.presence(dev)
-	if p.State != hubclient.StateOffline || p.LastSeen.IsZero() {
+	if p.State != hubapi.StateOffline || p.LastSeen.IsZero() {
 		t.Fatalf("stale record reads %+v, want offline with last_seen", p)
 	}
 }
@@ -287,7 +288,7 @@ func TestUpgradeRefusals(t *testing.T) {
 			if got := resp.Header.Get("WWW-Authenticate"); !strings.Contains(got, c.wwwAuth) || (c.status == 401 && got == "") {
 				t.Errorf("WWW-Authenticate = %q, want it to contain %q", got, c.wwwAuth)
 			}
-			var eb hubclient.ErrorBody
+			var eb hubapi.ErrorBody
 			if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || eb.Error.Code != c.errorCode {
 				t.Errorf("body error code %q (%v), want %q", eb.Error.Code, err, c.errorCode)
 			}
@@ -443,7 +444,7 @@ func TestAdminAuth(t *testing.T) {
 func TestDeviceOfflineVersusExpired(t *testing.T) {
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
-	res, status := th.command(dev, hubclient.CommandRequest{ID: "c-offline", ProjectID: "p1", Name: "echo"})
+	res, status := th.command(dev, hubapi.CommandRequest{ID: "c-offline", ProjectID: "p1", Name: "echo"})
 	if status != http.StatusServiceUnavailable || res.Error == nil || res.Error.Code != relay.CodeDeviceOffline || !res.Error.Retryable || res.ID != "c-offline" {
 		t.Fatalf("not connected: %d %+v", status, res)
 	}
@@ -457,18 +458,18 @@ func TestDeviceOfflineVersusExpired(t *testing.T) {
 		}
 		return nil // never answers
 	})
-	th.waitState(dev, hubclient.StateOnline)
-	res, status = th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo", TimeoutMS: 300})
+	th.waitState(dev, hubapi.StateOnline)
+	res, status = th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", TimeoutMS: 300})
 	if status != http.StatusGatewayTimeout || res.Error == nil || res.Error.Code != relay.CodeExpired {
 		t.Fatalf("silent agent: %d %+v", status, res)
 	}
 	if got.Load() != 1 {
 		t.Errorf("agent saw %d commands, want 1", got.Load())
 	}
-	if _, status := th.command("dev-nosuchdevice", hubclient.CommandRequest{ProjectID: "p1", Name: "echo"}); status != http.StatusNotFound {
+	if _, status := th.command("dev-nosuchdevice", hubapi.CommandRequest{ProjectID: "p1", Name: "echo"}); status != http.StatusNotFound {
 		t.Errorf("unknown device: %d, want 404", status)
 	}
-	if res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo", Args: json.RawMessage(`[1]`)}); status != http.StatusBadRequest || res.Error.Code != relay.CodeInvalidArgs {
+	if res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: json.RawMessage(`[1]`)}); status != http.StatusBadRequest || res.Error.Code != relay.CodeInvalidArgs {
 		t.Errorf("array args: %d %+v", status, res)
 	}
 }
@@ -479,12 +480,12 @@ func TestPendingCommandFailsOnDisconnect(t *testing.T) {
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	seen := make(chan struct{})
 	a.serve(func(*relay.Command) *relay.Result { close(seen); return nil })
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 	go func() {
 		<-seen
 		a.conn.Close()
 	}()
-	res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo", TimeoutMS: 60000})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", TimeoutMS: 60000})
 	if status != http.StatusServiceUnavailable || res.Error == nil || res.Error.Code != relay.CodeDeviceOffline {
 		t.Fatalf("after disconnect: %d %+v", status, res)
 	}
@@ -495,7 +496,7 @@ func TestRevoke(t *testing.T) {
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 	d, err := th.cl.Revoke(context.Background(), dev)
 	if err != nil {
 		t.Fatal(err)
@@ -510,7 +511,7 @@ func TestRevoke(t *testing.T) {
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("revoked token dial: %v %v", err, resp)
 	}
-	res, status := th.command(dev, hubclient.CommandRequest{ProjectID: "p1", Name: "echo"})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo"})
 	if status != http.StatusForbidden || res.Error.Code != relay.CodeNotEnrolled {
 		t.Errorf("command to revoked device: %d %+v", status, res)
 	}
@@ -521,7 +522,7 @@ func TestRevoke(t *testing.T) {
 	if _, err := th.cl.Enroll(context.Background(), pc.Code, "", "", tok); !hubclient.IsCode(err, "revoked") {
 		t.Errorf("enroll with a revoked token: %v", err)
 	}
-	th.waitState(dev, hubclient.StateOffline)
+	th.waitState(dev, hubapi.StateOffline)
 }
 
 func TestRestartKeepsState(t *testing.T) {
@@ -589,11 +590,11 @@ func TestEventsAndProposals(t *testing.T) {
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	waited := make(chan *hubclient.DeviceEvent, 1)
+	waited := make(chan *hubapi.DeviceEvent, 1)
 	go func() {
 		ev, err := th.WaitProposal(ctx, dev, "prop-1")
 		if err != nil {
@@ -695,7 +696,7 @@ func TestConcurrentSessionsOneSurvives(t *testing.T) {
 		}
 		waitFor(t, "presence names the survivor", func() bool {
 			p := th.presence(dev)
-			return p.State == hubclient.StateOnline && p.Session == survivor
+			return p.State == hubapi.StateOnline && p.Session == survivor
 		})
 		th.roundTrip(dev)
 	}
@@ -715,7 +716,7 @@ func TestHelloTimeout(t *testing.T) {
 	if code, reason := readClose(t, conn); code != relay.CloseProtocolError || !strings.Contains(reason, "hello") {
 		t.Fatalf("silent agent closed with %d %q", code, reason)
 	}
-	if p := th.presence(dev); p.State != hubclient.StateOffline {
+	if p := th.presence(dev); p.State != hubapi.StateOffline {
 		t.Errorf("agent without hello is %s", p.State)
 	}
 	th.roundTrip(good)
@@ -733,7 +734,7 @@ func TestCancelWhenCallerLeaves(t *testing.T) {
 		started <- c.ID
 		return nil // never answers: the caller has to give up
 	})
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 	cancels := func() []string {
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -746,7 +747,7 @@ func TestCancelWhenCallerLeaves(t *testing.T) {
 		return ids
 	}
 	call := func(ctx context.Context, id string) error {
-		_, _, err := th.cl.Command(ctx, dev, hubclient.CommandRequest{ID: id, ProjectID: "p1", Name: "slow", TimeoutMS: 60_000})
+		_, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: id, ProjectID: "p1", Name: "slow", TimeoutMS: 60_000})
 		return err
 	}
 

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
-	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // MaxProposalWait caps ?wait= on GET /v1/devices/{id}/proposals/{pid}, so a
@@ -87,7 +87,7 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 
 	// A recorded decision answers at once; otherwise the id must be one the
 	// hub routed before it is worth waiting for.
-	ev, _, err := getJSON[hubclient.DeviceEvent](ctx, h.st.proposals, proposalKey(dev, pid))
+	ev, _, err := getJSON[hubapi.DeviceEvent](ctx, h.st.proposals, proposalKey(dev, pid))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		ev = nil
@@ -119,7 +119,7 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
 		return
 	}
-	out := hubclient.ProposalState{ProposalID: pid, State: hubclient.ProposalPending}
+	out := hubapi.ProposalState{ProposalID: pid, State: hubapi.ProposalPending}
 	if ev != nil {
 		var d relay.ProposalDecided
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -127,7 +127,7 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "the stored decision is unreadable")
 			return
 		}
-		out = hubclient.ProposalState{ProposalID: pid, State: d.State, Project: d.Project, RoomID: d.RoomID,
+		out = hubapi.ProposalState{ProposalID: pid, State: d.State, Project: d.Project, RoomID: d.RoomID,
 			InstanceID: d.InstanceID, DecidedAt: d.DecidedAt, ReceivedAt: ev.ReceivedAt}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 func TestProposalWaitEndpoint(t *testing.T) {
@@ -16,7 +17,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
-	th.waitState(dev, hubclient.StateOnline)
+	th.waitState(dev, hubapi.StateOnline)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -68,7 +69,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	// proposal_id included): now it reads pending, at once or after the wait.
 	propose := func(pid string) {
 		t.Helper()
-		res, _, err := th.cl.Command(ctx, dev, hubclient.CommandRequest{ID: "c-" + pid, ProjectID: "p1", Name: relay.CmdProposeRoomSnippetApp,
+		res, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: "c-" + pid, ProjectID: "p1", Name: relay.CmdProposeRoomSnippetApp,
 			Args: json.RawMessage(`{"proposal_id":"` + pid + `"}`)})
 		if err != nil || res.Error != nil {
 			t.Fatalf("propose %s: %+v %v", pid, res, err)
@@ -77,12 +78,12 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	propose("prop_1")
 	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
 		st, err := th.cl.WaitProposal(ctx, dev, "prop_1", wait)
-		if err != nil || st.State != hubclient.ProposalPending || st.ProposalID != "prop_1" {
+		if err != nil || st.State != hubapi.ProposalPending || st.ProposalID != "prop_1" {
 			t.Fatalf("undecided, wait %s: %+v %v", wait, st, err)
 		}
 	}
 	// A failed propose teaches the hub nothing.
-	if res, _, err := th.cl.Command(ctx, dev, hubclient.CommandRequest{ID: "c-fail", ProjectID: "p1", Name: "fail", Args: json.RawMessage(`{"proposal_id":"prop_9"}`)}); err != nil || res.Error == nil {
+	if res, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: "c-fail", ProjectID: "p1", Name: "fail", Args: json.RawMessage(`{"proposal_id":"prop_9"}`)}); err != nil || res.Error == nil {
 		t.Fatalf("fail command: %+v %v", res, err)
 	}
 	if _, err := th.cl.WaitProposal(ctx, dev, "prop_9", 0); !hubclient.IsCode(err, "not_found") {
@@ -90,7 +91,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	}
 
 	// A caller blocked in the long poll gets the decision when it arrives.
-	got := make(chan *hubclient.ProposalState, 1)
+	got := make(chan *hubapi.ProposalState, 1)
 	go func() {
 		st, err := th.cl.WaitProposal(ctx, dev, "prop_1", 30*time.Second)
 		if err != nil {
@@ -105,7 +106,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	}
 	decide("prop_1", "approved", "app_123")
 	st := <-got
-	if st == nil || st.State != hubclient.ProposalApproved || st.InstanceID != "app_123" || st.RoomID != "room-1" || st.DecidedAt.IsZero() {
+	if st == nil || st.State != hubapi.ProposalApproved || st.InstanceID != "app_123" || st.RoomID != "room-1" || st.DecidedAt.IsZero() {
 		t.Fatalf("long poll result %+v", st)
 	}
 
@@ -114,11 +115,11 @@ func TestProposalWaitEndpoint(t *testing.T) {
 	propose("prop_2")
 	decide("prop_2", "declined", "")
 	st, err := th.cl.WaitProposal(ctx, dev, "prop_2", 30*time.Second)
-	if err != nil || st.State != hubclient.ProposalDeclined || st.InstanceID != "" {
+	if err != nil || st.State != hubapi.ProposalDeclined || st.InstanceID != "" {
 		t.Fatalf("declined: %+v %v", st, err)
 	}
 	st, err = th.cl.WaitProposal(ctx, dev, "prop_1", 0)
-	if err != nil || st.State != hubclient.ProposalApproved || st.InstanceID != "app_123" {
+	if err != nil || st.State != hubapi.ProposalApproved || st.InstanceID != "app_123" {
 		t.Fatalf("approved, read back: %+v %v", st, err)
 	}
 	// Decisions are per device: another device knows no proposal of that id.

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/roomrelay/roomrelay/relay"
-	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 const (
@@ -402,7 +402,7 @@ func (s *session) end(readErr error) {
 	defer cancel()
 	lastSeen := time.Unix(0, s.lastSeen.Load()).UTC()
 	s.setPresence(ctx, func(p *presenceRec) {
-		p.State, p.Since, p.LastSeen = hubclient.StateOffline, s.h.cfg.Now().UTC(), lastSeen
+		p.State, p.Since, p.LastSeen = hubapi.StateOffline, s.h.cfg.Now().UTC(), lastSeen
 	})
 	if _, err := s.h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
 		if lastSeen.After(d.LastSeen) {
@@ -465,7 +465,7 @@ func (s *session) goOnlineAndKick() error {
 // supersedes older ones, and its revision becomes the session's epoch.
 func (s *session) goOnline(ctx context.Context) error {
 	now := s.h.cfg.Now().UTC()
-	rec := presenceRec{State: hubclient.StateOnline, Session: s.id, Node: s.h.cfg.NodeName,
+	rec := presenceRec{State: hubapi.StateOnline, Session: s.id, Node: s.h.cfg.NodeName,
 		Since: now, LastSeen: now, Refreshed: now, StaleAfterMS: s.h.staleAfter().Milliseconds()}
 	s.presMu.Lock()
 	defer s.presMu.Unlock()
@@ -621,7 +621,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 	if !eventNameRe.MatchString(name) {
 		name = "other" // keep the subject a single safe token
 	}
-	rec := hubclient.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
+	rec := hubapi.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
 		ReceivedAt: h.cfg.Now().UTC(), Data: ev.Data}
 	body := mustJSON(rec)
 	if err := h.nc.Publish(eventSubject(s.dev, name), body); err != nil {
@@ -632,7 +632,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 	switch ev.Event {
 	case relay.EventSleeping:
 		s.setPresence(ctx, func(p *presenceRec) {
-			p.State, p.Since = hubclient.StateSleeping, h.cfg.Now().UTC()
+			p.State, p.Since = hubapi.StateSleeping, h.cfg.Now().UTC()
 		})
 	case relay.EventPolicyChanged:
 		pol, ok := parsePolicy(ev.Data)

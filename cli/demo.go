@@ -120,22 +120,15 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	if err != nil {
 		return err
 	}
-	h, err := hub.New(hub.Config{DataDir: hubDir, Listen: "127.0.0.1:0", AdminToken: adminTok, Logger: d.log,
-		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond})
+	srv, err := startHubServer(ctx, hub.Config{DataDir: hubDir, AdminToken: adminTok, Logger: d.log,
+		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, "127.0.0.1:0", "")
 	if err != nil {
-		return err
-	}
-	hubCtx, stopHub := context.WithCancel(ctx)
-	hubDone := make(chan error, 1)
-	go func() { hubDone <- h.Run(hubCtx) }()
-	defer func() { stopHub(); <-hubDone }()
-	select {
-	case <-h.Ready():
-	case err := <-hubDone:
 		return fmt.Errorf("hub did not start: %w", err)
 	}
-	d.say("hub listening on %s, embedded NATS with JetStream, no NATS port opened (%s)", h.URL(), since(t0))
-	admin := hubclient.New(h.URL(), adminTok)
+	defer srv.close()
+	hubURL := srv.url
+	d.say("hub listening on %s, embedded NATS with JetStream, no NATS port opened; MCP endpoint %s/mcp (%s)", hubURL, hubURL, since(t0))
+	admin := hubclient.New(hubURL, adminTok)
 
 	// --- enrollment --------------------------------------------------------
 	t0 = time.Now()
@@ -144,7 +137,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 		return err
 	}
 	d.say("hub operator: `roomrelay hub pair --project %s` → code %s, single use, expires %s", demoProject, pc.Code, pc.ExpiresAt.Local().Format(time.TimeOnly))
-	enr, err := hubclient.New(h.URL(), "").Enroll(ctx, pc.Code, "demo-laptop", runtime.GOOS, "")
+	enr, err := hubclient.New(hubURL, "").Enroll(ctx, pc.Code, "demo-laptop", runtime.GOOS, "")
 	if err != nil {
 		return err
 	}
@@ -155,11 +148,11 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	if err := cs.Set(ctx, enr.DeviceID, enr.Token); err != nil {
 		return err
 	}
-	if err := saveDeviceConfig(p, &DeviceConfig{Hub: h.URL(), DeviceID: enr.DeviceID, DeviceName: "demo-laptop", Projects: enr.Projects, CredentialStore: credstore.KindFile, EnrolledAt: time.Now().UTC()}); err != nil {
+	if err := saveDeviceConfig(p, &DeviceConfig{Hub: hubURL, DeviceID: enr.DeviceID, DeviceName: "demo-laptop", Projects: enr.Projects, CredentialStore: credstore.KindFile, EnrolledAt: time.Now().UTC()}); err != nil {
 		return err
 	}
 	d.say("device: `roomrelay enroll` → device %s; token in the %s (%s)", enr.DeviceID, cs.Where(), since(t0))
-	_, err = hubclient.New(h.URL(), "").Enroll(ctx, pc.Code, "thief", runtime.GOOS, "")
+	_, err = hubclient.New(hubURL, "").Enroll(ctx, pc.Code, "thief", runtime.GOOS, "")
 	d.expect(hubclient.IsCode(err, "pairing_code_used"), "a reused pairing code was not refused: %v", err)
 	d.detail("the same code again → refused: %v", err)
 
@@ -202,7 +195,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	// --- the agent ---------------------------------------------------------
 	var pool *sandbox.Pool
 	runtimeOK := false
-	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data, HubURL: h.URL(), DeviceID: enr.DeviceID,
+	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data, HubURL: hubURL, DeviceID: enr.DeviceID,
 		Token: enr.Token, Version: Version, OS: runtime.GOOS, Logger: d.log, Tick: 50 * time.Millisecond}
 	if withSandbox && d.e.Executable != "" {
 		scfg, err := rf.config(d.e)

@@ -7,10 +7,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hub/mcpfront"
 )
 
 // This file is the hub server command. The device build (-tags agentonly)
@@ -21,15 +26,18 @@ func init() {
 	register(&Command{
 		Name:     "hub",
 		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL]",
-		Summary:  "run the cloud hub: the agents' websocket endpoint and the HTTP API",
+		Summary:  "run the cloud hub: the agents' websocket endpoint, the HTTP API and the MCP endpoint",
 		Help: `The hub stores enrollments and routes commands through NATS: an embedded
 in-process server with JetStream in the data dir by default (no port opened),
 or an external NATS server or cluster with --nats. Its admin token is read from
 --admin-token, ROOMRELAY_ADMIN_TOKEN, or the file admin-token in the data dir
-(created 0600 on first start). Terminate TLS in front of it for non-loopback use.`,
+(created 0600 on first start). MCP clients (Claude Code and others) connect
+to {hub}/mcp with a client token from ` + "`roomrelay hub token create`" + `.
+Terminate TLS in front of it for non-loopback use.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			paths := pathFlags(fs, e)
 			listen := fs.String("listen", DefaultHubListen, "HTTP listen `address`")
+			publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it, for the MCP metadata (default: from each request's Host)")
 			dataDir := fs.String("data-dir", "", "hub data `dir` (default DATA/hub)")
 			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
 			heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
@@ -47,30 +55,114 @@ or an external NATS server or cluster with --nats. Its admin token is read from
 				if err != nil {
 					return err
 				}
-				h, err := hub.New(hub.Config{DataDir: dir, Listen: *listen, NATSURL: *natsURL, AdminToken: tok,
-					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger})
+				srv, err := startHubServer(ctx, hub.Config{DataDir: dir, NATSURL: *natsURL, AdminToken: tok,
+					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}, *listen, *publicURL)
 				if err != nil {
-					return err
-				}
-				errc := make(chan error, 1)
-				go func() { errc <- h.Run(ctx) }()
-				select {
-				case <-h.Ready():
-					nats := "embedded NATS in " + filepath.Join(dir, "nats")
-					if *natsURL != "" {
-						nats = "NATS at " + *natsURL
-					}
-					fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s\n", h.URL(), nats, adminTokenSource(e, dir, *adminToken))
-				case err := <-errc:
 					return hubStartErr(err)
 				}
-				if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+				nats := "embedded NATS in " + filepath.Join(dir, "nats")
+				if *natsURL != "" {
+					nats = "NATS at " + *natsURL
+				}
+				fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
+					srv.url, nats, adminTokenSource(e, dir, *adminToken), srv.url, mcpfront.Path)
+				if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {
 					return err
 				}
 				return nil
 			}
 		},
 	})
+}
+
+// hubServer is a running hub node served on a listener: the hub's API and
+// agent endpoint, and its MCP front at /mcp.
+type hubServer struct {
+	hub       *hub.Hub
+	url       string
+	srv       *http.Server
+	stop      context.CancelFunc
+	runEnded  chan struct{} // closed when the hub's Run returned runErr
+	runErr    error
+	serveErr  chan error // Serve's failure (other than a close)
+	closeOnce sync.Once
+}
+
+// startHubServer runs a hub and serves it on listen until ctx ends; it
+// returns once the hub is ready (or failed to start).
+func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string) (*hubServer, error) {
+	h, err := hub.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	front, err := mcpfront.New(mcpfront.Config{Hub: h, PublicURL: publicURL, Version: Version, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("hub: listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	front.Mount(mux)
+	mux.Handle("/", h.Handler())
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	hctx, stop := context.WithCancel(ctx)
+	s := &hubServer{hub: h, url: "http://" + ln.Addr().String(), stop: stop,
+		runEnded: make(chan struct{}), serveErr: make(chan error, 1),
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			// Idle keep-alive connections are closed; agent sockets are
+			// hijacked and keep their own deadlines.
+			IdleTimeout: 2 * time.Minute,
+			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}}
+	go func() {
+		s.runErr = h.Run(hctx)
+		close(s.runEnded)
+	}()
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr <- fmt.Errorf("hub: serve: %w", err)
+		}
+	}()
+	select {
+	case <-h.Ready():
+		return s, nil
+	case <-s.runEnded:
+		s.srv.Close()
+		stop()
+		return nil, s.runErr
+	}
+}
+
+// wait serves until ctx ends (or serving fails), then stops the hub (which
+// drains its agents) and the listener.
+func (s *hubServer) wait() error {
+	var serveErr error
+	select {
+	case <-s.runEnded:
+	case serveErr = <-s.serveErr:
+	}
+	return errors.Join(serveErr, s.close())
+}
+
+// close stops the hub, then the listener; safe to call more than once.
+func (s *hubServer) close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		<-s.runEnded
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s.srv.Shutdown(ctx) != nil {
+			s.srv.Close()
+		}
+	})
+	return s.runErr
 }
 
 // serveAdminToken is the hub's own admin token: flag, env, or the data dir

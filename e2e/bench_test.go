@@ -34,7 +34,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	dv.inFlight = 64 // the default 8 answers busy beyond, by design
-	dv.start(b, h.h.URL())
+	dv.start(b, h.URL())
 	seedRoom(b, dv, "proj-a", "room-1")
 	for i := range 49 {
 		if _, err := dv.d.Store().AddApp(context.Background(), rooms.NewApp{ProjectID: "proj-a", RoomID: "room-1", Name: "app", Source: rooms.SourceRepo,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hub/mcpfront"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -40,6 +42,7 @@ func logger(t testing.TB) *slog.Logger {
 // runningHub is a hub started for a test.
 type runningHub struct {
 	h      *hub.Hub
+	srv    *testutil.Server
 	cancel context.CancelFunc
 	done   chan error
 	client *hubclient.Client
@@ -62,13 +65,14 @@ func (r *runningHub) doStop(t testing.TB) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("hub did not stop")
 	}
+	r.srv.Close()
 }
 
-func startHub(t testing.TB, cfg hub.Config) *runningHub {
+func startHub(t testing.TB, cfg hub.Config) *runningHub { return startHubAt(t, cfg, "") }
+
+// startHubAt serves the hub (and its MCP front) on addr ("" for any port).
+func startHubAt(t testing.TB, cfg hub.Config, addr string) *runningHub {
 	t.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
 	cfg.AdminToken = adminToken
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 2 * time.Second
@@ -88,10 +92,14 @@ func startHub(t testing.TB, cfg hub.Config) *runningHub {
 	case err := <-r.done:
 		t.Fatalf("hub did not start: %v", err)
 	}
-	r.client = hubclient.New(h.URL(), adminToken)
+	r.srv = testutil.Serve(t, addr, mountHub(h))
+	r.client = hubclient.New(r.URL(), adminToken)
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
+
+// URL is the hub's base URL.
+func (r *runningHub) URL() string { return r.srv.URL() }
 
 // device is an enrolled agent with its own directories.
 type device struct {
@@ -127,7 +135,7 @@ func enroll(t testing.TB, h *runningHub, project string) *device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enr, err := hubclient.New(h.h.URL(), "").Enroll(ctx, pc.Code, "e2e-laptop", "linux", "")
+	enr, err := hubclient.New(h.URL(), "").Enroll(ctx, pc.Code, "e2e-laptop", "linux", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +261,7 @@ func TestRoundTrip(t *testing.T) {
 			h := startHub(t, cfg)
 			dv := enroll(t, h, "proj-a")
 			dv.enable(t, "proj-a")
-			dv.start(t, h.h.URL())
+			dv.start(t, h.URL())
 			seedRoom(t, dv, "proj-a", "room-1")
 			waitState(t, h, dv.id, hubapi.StateOnline)
 
@@ -291,7 +299,7 @@ func TestRoundTrip(t *testing.T) {
 // network comes back the agent is online again by itself.
 func TestSilentLossAndRecovery(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir(), Heartbeat: 150 * time.Millisecond})
-	proxy := testutil.NewProxy(t, strings.TrimPrefix(h.h.URL(), "http://"))
+	proxy := testutil.NewProxy(t, strings.TrimPrefix(h.URL(), "http://"))
 	dv := enroll(t, h, "proj-a")
 	dv.start(t, "http://"+proxy.Addr())
 	waitState(t, h, dv.id, hubapi.StateOnline)
@@ -326,15 +334,15 @@ func TestHubRestart(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	h := startHub(t, hub.Config{DataDir: dir, Listen: addr})
+	h := startHubAt(t, hub.Config{DataDir: dir}, addr)
 	dv := enroll(t, h, "proj-a")
 	dv.enable(t, "proj-a")
-	dv.start(t, h.h.URL())
+	dv.start(t, h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
 	waitState(t, h, dv.id, hubapi.StateOnline)
 
 	h.stop(t)
-	h2 := startHub(t, hub.Config{DataDir: dir, Listen: addr})
+	h2 := startHubAt(t, hub.Config{DataDir: dir}, addr)
 	waitState(t, h2, dv.id, hubapi.StateOnline)
 	res, _ := call(t, h2, dv.id, "proj-a", relay.CmdReadRoom, map[string]string{"room_id": "room-1"})
 	if !res.OK {
@@ -350,7 +358,7 @@ func TestHubRestart(t *testing.T) {
 func TestRevokeStopsAgent(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
-	dv.start(t, h.h.URL())
+	dv.start(t, h.URL())
 	waitState(t, h, dv.id, hubapi.StateOnline)
 	if _, err := h.client.Revoke(context.Background(), dv.id); err != nil {
 		t.Fatal(err)
@@ -367,4 +375,16 @@ func TestRevokeStopsAgent(t *testing.T) {
 	if st := dv.d.Agent().Status(); st.State != agent.StateNeedsEnrollment {
 		t.Fatalf("status %q", st.State)
 	}
+}
+
+// mountHub is what `roomrelay hub` serves: the MCP front and the hub.
+func mountHub(h *hub.Hub) http.Handler {
+	front, err := mcpfront.New(mcpfront.Config{Hub: h, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	front.Mount(mux)
+	mux.Handle("/", h.Handler())
+	return mux
 }

@@ -118,7 +118,7 @@ func TestLostResponses(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
 	dv.enableFast(t, "proj-a")
-	dv.start(t, h.h.URL())
+	dv.start(t, h.URL())
 	waitState(t, h, dv.id, hubapi.StateOnline)
 
 	var rows []lossRow
@@ -128,7 +128,7 @@ func TestLostResponses(t *testing.T) {
 			room = "room-content"
 		}
 		emptyRoom(t, dv, "proj-a", room)
-		proxy := startLossyProxy(t, h.h.URL(), 0.05, seed)
+		proxy := startLossyProxy(t, h.URL(), 0.05, seed)
 		// A transport of its own, so a dropped connection is never reused.
 		tr := &http.Transport{}
 		defer tr.CloseIdleConnections()

@@ -35,7 +35,7 @@ func TestProposalReviewEvent(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
 	dv.enableFast(t, "proj-a")
-	dv.start(t, h.h.URL())
+	dv.start(t, h.URL())
 	seedRoom(t, dv, "proj-a", "room-1") // one app already in the launcher
 	waitState(t, h, dv.id, hubapi.StateOnline)
 	ctx := context.Background()
@@ -159,7 +159,7 @@ func TestApprovalLatency(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
 	dv.enableFast(t, "proj-a")
-	dv.start(t, h.h.URL())
+	dv.start(t, h.URL())
 	waitState(t, h, dv.id, hubapi.StateOnline)
 	emptyRoom(t, dv, "proj-a", "room-1")
 	ctx := context.Background()
@@ -198,7 +198,7 @@ func BenchmarkProposeEndToEnd(b *testing.B) {
 	h := startHub(b, hub.Config{DataDir: b.TempDir()})
 	dv := enroll(b, h, "proj-a")
 	dv.enableFast(b, "proj-a")
-	dv.start(b, h.h.URL())
+	dv.start(b, h.URL())
 	waitState(b, h, dv.id, hubapi.StateOnline)
 	emptyRoom(b, dv, "proj-a", "room-1")
 	css := "body { margin: 0 }\n"

@@ -36,13 +36,32 @@ type ProjectPolicy struct {
 	Commands []string `json:"commands"`
 }
 
-// Hello is the agent's first frame.
+// RoomEntry is one room of the device's directory: a room the device serves
+// (its project enabled, the room allowed by the policy), by id and name only.
+type RoomEntry struct {
+	Project string `json:"project"`
+	RoomID  string `json:"room_id"`
+	Name    string `json:"name"`
+}
+
+// MaxDirectoryRooms bounds a device's directory; MaxRoomNameBytes a name in
+// it. A hub keeps at most this many entries of one device.
+const (
+	MaxDirectoryRooms = 500
+	MaxRoomNameBytes  = 200
+)
+
+// Hello is the agent's first frame. Rooms is the device's room directory,
+// always sent (an empty list is "no rooms"); an agent older than the
+// directory sends no field, which a hub reads as "no directory" and leaves
+// alone. A hub older than it ignores the field.
 type Hello struct {
 	Protocol     int             `json:"protocol"`
 	AgentVersion string          `json:"agent_version"`
 	DeviceID     string          `json:"device_id"`
 	OS           string          `json:"os"`
 	Policy       []ProjectPolicy `json:"policy"`
+	Rooms        []RoomEntry     `json:"rooms"`
 }
 
 // Welcome is the hub's answer to hello.
@@ -82,6 +101,9 @@ const (
 	EventProposalDecided = "proposal_decided"
 	EventPolicyChanged   = "policy_changed"
 	EventSleeping        = "sleeping"
+	// EventRoomsChanged carries the whole directory again (RoomsChanged)
+	// when the policy or the device's rooms change.
+	EventRoomsChanged = "rooms_changed"
 )
 
 // Event tells the hub something happened on the device.
@@ -119,4 +141,10 @@ type ProposalDecided struct {
 // PolicyChanged is the Data of a policy_changed event.
 type PolicyChanged struct {
 	Policy []ProjectPolicy `json:"policy"`
+}
+
+// RoomsChanged is the Data of a rooms_changed event: the device's whole
+// directory, which replaces what the hub had.
+type RoomsChanged struct {
+	Rooms []RoomEntry `json:"rooms"`
 }

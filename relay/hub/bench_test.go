@@ -204,7 +204,7 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 				next <- i
 			}
 			close(next)
-			req := hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: json.RawMessage(`{"room_id":"r1"}`)}
+			req := hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: json.RawMessage(`{"room_id":"r1"}`)}
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for range conc {

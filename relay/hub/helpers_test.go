@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -40,6 +41,7 @@ func (w *testLogWriter) Write(p []byte) (int, error) {
 
 type testHub struct {
 	*Hub
+	srv    *testutil.Server
 	t      testing.TB
 	cl     *hubclient.Client
 	cancel context.CancelFunc
@@ -47,14 +49,12 @@ type testHub struct {
 	once   sync.Once
 }
 
-// startHub runs a hub until the test ends (or stop is called).
+// startHub runs a hub until the test ends (or stop is called), served on a
+// loopback port.
 func startHub(t testing.TB, cfg Config) *testHub {
 	t.Helper()
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = testAdmin
@@ -92,7 +92,8 @@ func startHub(t testing.TB, cfg Config) *testHub {
 		cancel()
 		t.Fatal("hub not ready after 30s")
 	}
-	th.cl = hubclient.New(h.URL(), cfg.AdminToken)
+	th.srv = testutil.Serve(t, "", h.Handler())
+	th.cl = hubclient.New(th.URL(), cfg.AdminToken)
 	t.Cleanup(func() {
 		th.stop()
 		lw.mu.Lock()
@@ -102,7 +103,7 @@ func startHub(t testing.TB, cfg Config) *testHub {
 	return th
 }
 
-// stop cancels Run and waits for it.
+// stop cancels Run, waits for it, and closes the listener.
 func (th *testHub) stop() {
 	th.once.Do(func() {
 		th.cancel()
@@ -114,8 +115,12 @@ func (th *testHub) stop() {
 		case <-time.After(30 * time.Second):
 			th.t.Error("hub.Run did not return 30s after cancel")
 		}
+		th.srv.Close()
 	})
 }
+
+func (th *testHub) Addr() string { return th.srv.Addr() }
+func (th *testHub) URL() string  { return th.srv.URL() }
 
 func (th *testHub) wsURL() string { return "ws://" + th.Addr() + relay.ConnectPath }
 
@@ -197,7 +202,7 @@ func mustEncode(t testing.TB, f relay.Frame) []byte {
 
 func helloFor(dev string) *relay.Hello {
 	return &relay.Hello{Protocol: relay.ProtocolVersion, AgentVersion: "test", DeviceID: dev, OS: "linux",
-		Policy: []relay.ProjectPolicy{{Project: "p1", Commands: []string{"echo"}}}}
+		Policy: []relay.ProjectPolicy{{Project: "p1", Commands: []string{relay.CmdReadRoom}}}}
 }
 
 // dialAgent connects, says hello and reads welcome.
@@ -236,7 +241,7 @@ func dialAgent(t testing.TB, url, token, dev string) *fakeAgent {
 
 // echoHandler answers every command with its args.
 func echoHandler(c *relay.Command) *relay.Result {
-	if c.Name == "fail" {
+	if c.Name == relay.CmdReadRoomAppStatus {
 		return &relay.Result{ID: c.ID, Error: relay.Errorf(relay.CodeCommandNotAllowed, "not allowed here")}
 	}
 	return &relay.Result{ID: c.ID, OK: true, Result: c.Args}
@@ -336,7 +341,7 @@ func (th *testHub) command(dev string, req hubapi.CommandRequest) (*relay.Result
 func (th *testHub) roundTrip(dev string) {
 	th.t.Helper()
 	args := json.RawMessage(`{"n":42,"s":"héllo"}`)
-	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: args})
 	if status != http.StatusOK || !res.OK || string(res.Result) != string(args) {
 		th.t.Fatalf("round trip: status %d result %+v (error %v)", status, res, res.Error)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -20,25 +19,29 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 )
 
-// Hub is one hub node. Create it with New and run it with Run.
+// Hub is one hub node, a library its caller mounts: create it with New,
+// run it with Run, and serve Handler on a listener of the caller's (which
+// owns the http.Server, its timeouts and TLS).
 type Hub struct {
 	cfg Config
 	log *slog.Logger
 
 	ready chan struct{}
-	addr  string // set before ready is closed
-
-	// Set up by Run before ready.
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	st    *store
-	cmdCh chan *nats.Msg // deliveries of every session's command subscription
+	// Set up by Run before ready is closed.
+	runCtx context.Context // ends when Run's ctx does; request contexts follow it
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	st     *store
+	cmdCh  chan *nats.Msg // deliveries of every session's command subscription
 
 	upgrader  websocket.Upgrader
 	enrollLim *failLimiter // failed enrollments per client address (this node)
+	uses      tokenUse     // when this node last recorded each client token's use
+	mux       *http.ServeMux
 
 	mu       sync.Mutex
 	closing  bool
+	stopped  bool // Run has returned: NATS is gone
 	sessions map[string]*session             // by session id
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	sessWG   sync.WaitGroup
@@ -72,24 +75,49 @@ func New(cfg Config) (*Hub, error) {
 		// browser cannot set on a websocket, so Origin carries no meaning.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
+	h.mux = h.routes()
 	return h, nil
 }
 
-// Ready is closed once the hub listens and NATS is up.
+// Ready is closed once NATS and the stores are up and Handler serves.
 func (h *Hub) Ready() <-chan struct{} { return h.ready }
 
-// Addr is the HTTP listen address (host:port), known once Ready is closed.
-func (h *Hub) Addr() string {
-	select {
-	case <-h.ready:
-		return h.addr
-	default:
-		return ""
-	}
-}
+// NodeName is this node's name in presence records and logs.
+func (h *Hub) NodeName() string { return h.cfg.NodeName }
 
-// URL is "http://" + Addr().
-func (h *Hub) URL() string { return "http://" + h.Addr() }
+// Handler serves the agent endpoint and the HTTP API (see Track).
+func (h *Hub) Handler() http.Handler { return h.Track(h.mux) }
+
+// Track wraps a handler of the caller's that uses the hub (the MCP front)
+// the way Handler is wrapped: before Ready it answers 503 starting, after
+// Run returned 503 shutting_down; Run waits for its requests to end, and
+// their contexts end when Run's does, so long polls let shutdown proceed.
+func (h *Hub) Track(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-h.ready:
+		default:
+			writeError(w, http.StatusServiceUnavailable, "starting", "this hub node is starting; retry shortly")
+			return
+		}
+		h.mu.Lock()
+		stopped := h.stopped
+		if !stopped {
+			h.reqWG.Add(1) // under mu, so Run's Wait (after it set stopped) sees every Add
+		}
+		h.mu.Unlock()
+		if stopped {
+			writeError(w, http.StatusServiceUnavailable, "shutting_down", "this hub node is shutting down; retry on another")
+			return
+		}
+		defer h.reqWG.Done()
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(h.runCtx, cancel)
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
 
 func (h *Hub) readDeadline() time.Duration { return h.cfg.Heartbeat * 5 / 2 }
 
@@ -97,9 +125,9 @@ func (h *Hub) readDeadline() time.Duration { return h.cfg.Heartbeat * 5 / 2 }
 // the read deadline plus one heartbeat of grace for the refresh itself.
 func (h *Hub) staleAfter() time.Duration { return h.readDeadline() + h.cfg.Heartbeat }
 
-// Run starts NATS (embedded or external), the HTTP server and the agent
-// endpoint, and serves until ctx ends; then it drains agents, closes their
-// sockets, and stops everything it started before returning.
+// Run starts NATS (embedded or external), the stores and the command
+// dispatcher, closes Ready, and serves until ctx ends; then it drains
+// agents, waits for Handler's requests to end, and stops what it started.
 func (h *Hub) Run(ctx context.Context) (err error) {
 	var ns *server.Server
 	if h.cfg.NATSURL == "" {
@@ -142,54 +170,31 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("hub: flush NATS: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", h.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("hub: listen: %w", err)
-	}
-	srv := &http.Server{
-		Handler:           h.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-
 	var wg sync.WaitGroup
-	serveErr := make(chan error, 1)
-	wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-		}
-	})
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
 	wg.Go(func() { h.refreshLoop(loopCtx) })
 
-	h.addr = ln.Addr().String()
+	h.runCtx = ctx
 	close(h.ready)
-	h.log.Info("hub ready", "addr", h.addr, "nats", h.natsDesc())
+	h.log.Info("hub ready", "nats", h.natsDesc())
 
-	select {
-	case <-ctx.Done():
-	case err = <-serveErr:
-		err = fmt.Errorf("hub: serve: %w", err)
-	}
+	<-ctx.Done()
 
 	h.log.Info("hub shutting down", "sessions", h.sessionCount())
 	h.drainSessions()
-	shCtx, cancelSh := context.WithTimeout(context.Background(), 5*time.Second)
-	if srv.Shutdown(shCtx) != nil {
-		srv.Close()
-	}
-	cancelSh()
 	h.sessWG.Wait()
-	h.reqWG.Wait() // request contexts derive from ctx, so handlers are ending
+	h.mu.Lock()
+	h.stopped = true // no request starts after this; those running end with ctx
+	h.mu.Unlock()
+	h.reqWG.Wait()
 	stopLoops()
 	_ = ctlSub.Unsubscribe()
 	wg.Wait()
 	if ferr := h.nc.FlushTimeout(2 * time.Second); ferr != nil {
 		h.log.Warn("flush NATS on shutdown", "err", ferr)
 	}
-	return err
+	return nil
 }
 
 func (h *Hub) natsDesc() string {

@@ -47,12 +47,12 @@ func TestConnectRoundTripCleanClose(t *testing.T) {
 
 	th.roundTrip(dev)
 	// A device-side failure keeps its code and maps to its status.
-	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "fail"})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoomAppStatus})
 	if status != http.StatusForbidden || res.OK || res.Error.Code != relay.CodeCommandNotAllowed || res.Error.Message != "not allowed here" {
 		t.Errorf("failing command: %d %+v", status, res)
 	}
 	// A project the device is not enrolled for is refused by the hub.
-	res, status = th.command(dev, hubapi.CommandRequest{ProjectID: "other", Name: "echo"})
+	res, status = th.command(dev, hubapi.CommandRequest{ProjectID: "other", Name: relay.CmdReadRoom})
 	if status != http.StatusForbidden || res.Error == nil || res.Error.Code != relay.CodeNotEnrolled {
 		t.Errorf("unenrolled project: %d %+v", status, res)
 	}
@@ -79,7 +79,7 @@ func routing(t *testing.T, a, b *testHub) {
 	for i := range 20 {
 		wg.Go(func() {
 			args := json.RawMessage(`{"i":` + string(rune('0'+i%10)) + `}`)
-			res, status, err := b.cl.Command(context.Background(), dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: args})
+			res, status, err := b.cl.Command(context.Background(), dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: args})
 			if err != nil || status != 200 || string(res.Result) != string(args) {
 				t.Errorf("concurrent command %d: %v %d %+v", i, err, status, res)
 			}
@@ -444,7 +444,7 @@ func TestAdminAuth(t *testing.T) {
 func TestDeviceOfflineVersusExpired(t *testing.T) {
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
-	res, status := th.command(dev, hubapi.CommandRequest{ID: "c-offline", ProjectID: "p1", Name: "echo"})
+	res, status := th.command(dev, hubapi.CommandRequest{ID: "c-offline", ProjectID: "p1", Name: relay.CmdReadRoom})
 	if status != http.StatusServiceUnavailable || res.Error == nil || res.Error.Code != relay.CodeDeviceOffline || !res.Error.Retryable || res.ID != "c-offline" {
 		t.Fatalf("not connected: %d %+v", status, res)
 	}
@@ -459,17 +459,17 @@ func TestDeviceOfflineVersusExpired(t *testing.T) {
 		return nil // never answers
 	})
 	th.waitState(dev, hubapi.StateOnline)
-	res, status = th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", TimeoutMS: 300})
+	res, status = th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, TimeoutMS: 300})
 	if status != http.StatusGatewayTimeout || res.Error == nil || res.Error.Code != relay.CodeExpired {
 		t.Fatalf("silent agent: %d %+v", status, res)
 	}
 	if got.Load() != 1 {
 		t.Errorf("agent saw %d commands, want 1", got.Load())
 	}
-	if _, status := th.command("dev-nosuchdevice", hubapi.CommandRequest{ProjectID: "p1", Name: "echo"}); status != http.StatusNotFound {
+	if _, status := th.command("dev-nosuchdevice", hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom}); status != http.StatusNotFound {
 		t.Errorf("unknown device: %d, want 404", status)
 	}
-	if res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", Args: json.RawMessage(`[1]`)}); status != http.StatusBadRequest || res.Error.Code != relay.CodeInvalidArgs {
+	if res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: json.RawMessage(`[1]`)}); status != http.StatusBadRequest || res.Error.Code != relay.CodeInvalidArgs {
 		t.Errorf("array args: %d %+v", status, res)
 	}
 }
@@ -485,7 +485,7 @@ func TestPendingCommandFailsOnDisconnect(t *testing.T) {
 		<-seen
 		a.conn.Close()
 	}()
-	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo", TimeoutMS: 60000})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, TimeoutMS: 60000})
 	if status != http.StatusServiceUnavailable || res.Error == nil || res.Error.Code != relay.CodeDeviceOffline {
 		t.Fatalf("after disconnect: %d %+v", status, res)
 	}
@@ -511,7 +511,7 @@ func TestRevoke(t *testing.T) {
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("revoked token dial: %v %v", err, resp)
 	}
-	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "echo"})
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom})
 	if status != http.StatusForbidden || res.Error.Code != relay.CodeNotEnrolled {
 		t.Errorf("command to revoked device: %d %+v", status, res)
 	}
@@ -596,7 +596,7 @@ func TestEventsAndProposals(t *testing.T) {
 	defer cancel()
 	waited := make(chan *hubapi.DeviceEvent, 1)
 	go func() {
-		ev, err := th.WaitProposal(ctx, dev, "prop-1")
+		ev, err := th.waitDecision(ctx, dev, "prop-1")
 		if err != nil {
 			t.Errorf("wait proposal: %v", err)
 		}
@@ -616,7 +616,7 @@ func TestEventsAndProposals(t *testing.T) {
 		t.Fatalf("proposal event %+v", ev)
 	}
 	// Recorded: a later waiter gets it at once.
-	if ev, err := th.WaitProposal(ctx, dev, "prop-1"); err != nil || ev == nil {
+	if ev, err := th.waitDecision(ctx, dev, "prop-1"); err != nil || ev == nil {
 		t.Fatalf("second wait: %v", err)
 	}
 	waitFor(t, "policy update", func() bool {
@@ -747,7 +747,7 @@ func TestCancelWhenCallerLeaves(t *testing.T) {
 		return ids
 	}
 	call := func(ctx context.Context, id string) error {
-		_, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: id, ProjectID: "p1", Name: "slow", TimeoutMS: 60_000})
+		_, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: id, ProjectID: "p1", Name: relay.CmdListRoomApps, TimeoutMS: 60_000})
 		return err
 	}
 

@@ -54,37 +54,29 @@ func (h *Hub) routedProposal(ctx context.Context, dev, pid string) (bool, error)
 	return err == nil, err
 }
 
-// handleProposal answers GET /v1/devices/{id}/proposals/{pid}[?wait=30s]:
-// the owner's decision on a proposal, waiting up to wait for it. A proposal
-// whose propose_* command returned through the hub reads pending until the
-// device's proposal_decided event arrives; an id the hub never routed nor
-// saw decided is not_found (a typo, or another device's proposal), so a
-// caller does not long-poll for something that cannot happen.
-func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
-	dev, ok := h.deviceID(w, r)
-	if !ok {
-		return
+// WaitProposal returns the owner's decision on a proposal of device dev,
+// waiting up to wait (at most MaxProposalWait) for it: as soon as the
+// device's proposal_decided event arrives (a KV watch, no polling), or with
+// state pending when the wait ends. wait 0 reads the current state. A
+// proposal whose propose_* command returned through the hub reads pending
+// until decided; an id the hub never routed nor saw decided is a not_found
+// *Error (a typo, or another device's proposal), so a caller does not wait
+// for something that cannot happen.
+func (h *Hub) WaitProposal(ctx context.Context, dev, pid string, wait time.Duration) (*hubapi.ProposalState, error) {
+	if !deviceIDRe.MatchString(dev) {
+		return nil, errNoDevice
 	}
-	pid := r.PathValue("pid")
 	if !kvKeyRe.MatchString(pid) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the proposal id must be 1–128 characters of letters, digits, '_', '=', '-'")
-		return
+		return nil, errInvalid("the proposal id must be 1–128 characters of letters, digits, '_', '=', '-'")
 	}
-	wait, err := parseWait(r.URL.Query().Get("wait"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
-		return
+	if wait < 0 || wait > MaxProposalWait {
+		return nil, errInvalid("wait must be between 0s and %s", MaxProposalWait)
 	}
-	ctx := r.Context()
 	if _, _, err := getJSON[deviceRec](ctx, h.st.devices, dev); errors.Is(err, jetstream.ErrKeyNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "no such device")
-		return
+		return nil, errNoDevice
 	} else if err != nil {
-		h.log.Error("read device for proposal", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the device; retry")
-		return
+		return nil, unavailable("read the device", err)
 	}
-
 	// A recorded decision answers at once; otherwise the id must be one the
 	// hub routed before it is worth waiting for.
 	ev, _, err := getJSON[hubapi.DeviceEvent](ctx, h.st.proposals, proposalKey(dev, pid))
@@ -93,44 +85,65 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) {
 		ev = nil
 		routed, err := h.routedProposal(ctx, dev, pid)
 		if err != nil {
-			h.log.Error("read proposal", "err", err)
-			writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
-			return
+			return nil, unavailable("read the proposal", err)
 		}
 		if !routed {
-			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no proposal %s of device %s: the hub knows a proposal once its propose_* command returned through it", pid, dev))
-			return
+			return nil, &Error{Status: http.StatusNotFound, Code: "not_found",
+				Message: fmt.Sprintf("no proposal %s of device %s: the hub knows a proposal once its propose_* command returned through it", pid, dev)}
 		}
 		if wait > 0 {
 			wctx, cancel := context.WithTimeout(ctx, wait)
-			ev, err = h.WaitProposal(wctx, dev, pid)
+			ev, err = h.waitDecision(wctx, dev, pid)
 			cancel()
 			if err != nil && ctx.Err() != nil {
-				return // the caller left or the hub is stopping
+				return nil, ctx.Err() // the caller left or the hub is stopping
 			}
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				h.log.Error("wait proposal", "err", err)
-				writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not watch the proposal; retry")
-				return
+				return nil, unavailable("watch the proposal", err)
 			}
 		}
 	case err != nil:
-		h.log.Error("read proposal", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not read the proposal; retry")
-		return
+		return nil, unavailable("read the proposal", err)
 	}
-	out := hubapi.ProposalState{ProposalID: pid, State: hubapi.ProposalPending}
+	out := &hubapi.ProposalState{ProposalID: pid, State: hubapi.ProposalPending}
 	if ev != nil {
 		var d relay.ProposalDecided
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			h.log.Error("stored proposal decision is unreadable", "device", dev, "proposal", pid, "err", err)
-			writeError(w, http.StatusInternalServerError, "internal", "the stored decision is unreadable")
-			return
+			return nil, fmt.Errorf("the stored decision on proposal %s is unreadable: %w", pid, err)
 		}
-		out = hubapi.ProposalState{ProposalID: pid, State: d.State, Project: d.Project, RoomID: d.RoomID,
+		out = &hubapi.ProposalState{ProposalID: pid, State: d.State, Project: d.Project, RoomID: d.RoomID,
 			InstanceID: d.InstanceID, DecidedAt: d.DecidedAt, ReceivedAt: ev.ReceivedAt}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
+}
+
+// waitDecision blocks until the device reports a decision on the proposal
+// (a proposal_decided event), or ctx ends. A decision recorded earlier is
+// returned at once. Any node can wait: decisions live in a KV bucket.
+func (h *Hub) waitDecision(ctx context.Context, deviceID, proposalID string) (*hubapi.DeviceEvent, error) {
+	w, err := h.st.proposals.Watch(ctx, proposalKey(deviceID, proposalID), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("wait proposal: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait proposal: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("wait proposal: watcher closed")
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			var ev hubapi.DeviceEvent
+			if err := json.Unmarshal(e.Value(), &ev); err != nil {
+				return nil, fmt.Errorf("wait proposal: decode: %w", err)
+			}
+			return &ev, nil
+		}
+	}
 }
 
 // parseWait reads ?wait= as a Go duration ("30s") or whole seconds ("30").

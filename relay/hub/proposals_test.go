@@ -83,7 +83,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 		}
 	}
 	// A failed propose teaches the hub nothing.
-	if res, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: "c-fail", ProjectID: "p1", Name: "fail", Args: json.RawMessage(`{"proposal_id":"prop_9"}`)}); err != nil || res.Error == nil {
+	if res, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: "c-fail", ProjectID: "p1", Name: relay.CmdReadRoomAppStatus, Args: json.RawMessage(`{"proposal_id":"prop_9"}`)}); err != nil || res.Error == nil {
 		t.Fatalf("fail command: %+v %v", res, err)
 	}
 	if _, err := th.cl.WaitProposal(ctx, dev, "prop_9", 0); !hubclient.IsCode(err, "not_found") {

@@ -205,7 +205,7 @@ func (s *session) run(hello *relay.Hello) {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		// Registered sessions see revoke messages; this check covers a revoke
 		// that landed between the token check and registration.
-		_, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
+		d, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
 			if d.Revoked {
 				return errRevokedToken
 			}
@@ -215,6 +215,11 @@ func (s *session) run(hello *relay.Hello) {
 			}
 			return nil
 		})
+		if err == nil && hello.Rooms != nil {
+			if derr := h.setDirectory(ctx, d, hello.Rooms); derr != nil {
+				s.log.Warn("record room directory", "err", derr)
+			}
+		}
 		cancel()
 		switch {
 		case errors.Is(err, errRevokedToken):
@@ -642,6 +647,20 @@ func (s *session) handleEvent(ev *relay.Event) {
 		}
 		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = pol; return nil }); err != nil {
 			s.log.Warn("record policy", "err", err)
+		}
+	case relay.EventRoomsChanged:
+		var rc relay.RoomsChanged
+		if json.Unmarshal(ev.Data, &rc) != nil || rc.Rooms == nil {
+			s.log.Info("rooms_changed event without a readable room list")
+			return
+		}
+		d, _, err := getJSON[deviceRec](ctx, h.st.devices, s.dev)
+		if err != nil {
+			s.log.Warn("read device for its directory", "err", err)
+			return
+		}
+		if err := h.setDirectory(ctx, d, rc.Rooms); err != nil {
+			s.log.Warn("record room directory", "err", err)
 		}
 	case relay.EventProposalDecided:
 		var d struct {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,8 @@ const (
 	bucketPairing   = "rr_pairing"   // sha256(code) hex → pairingRec
 	bucketPresence  = "rr_presence"  // device id → presenceRec
 	bucketProposals = "rr_proposals" // device id "." proposal id → proposal event
+	bucketRooms     = "rr_rooms"     // b64(project) "." b64(room) "." device → roomRec
+	bucketClients   = "rr_clients"   // "id." token id → clientTokenRec; "h." sha256(token) → token id
 	streamEvents    = "RR_EVENTS"    // subjects rr.events.>
 )
 
@@ -94,7 +97,7 @@ type presenceRec struct {
 
 // store wraps the KV buckets.
 type store struct {
-	devices, tokens, pairing, presence, proposals jetstream.KeyValue
+	devices, tokens, pairing, presence, proposals, rooms, clients jetstream.KeyValue
 }
 
 func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
@@ -123,6 +126,12 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 		return nil, err
 	}
 	if s.proposals, err = mk(jetstream.KeyValueConfig{Bucket: bucketProposals, History: 1, TTL: 30 * 24 * time.Hour, Description: "roomrelay proposal decisions"}); err != nil {
+		return nil, err
+	}
+	if s.rooms, err = mk(jetstream.KeyValueConfig{Bucket: bucketRooms, History: 1, MaxBytes: 256 << 20, Description: "roomrelay room directory"}); err != nil {
+		return nil, err
+	}
+	if s.clients, err = mk(jetstream.KeyValueConfig{Bucket: bucketClients, History: 1, MaxBytes: 64 << 20, Description: "roomrelay client (MCP) tokens"}); err != nil {
 		return nil, err
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -264,3 +273,144 @@ var (
 	kvKeyRe     = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
 	eventNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 )
+
+// Domain methods: what the hub does with its buckets, so that handlers and
+// the Go API never update raw keys themselves.
+
+// createPairingCode stores a new code for rec and returns it in clear (the
+// bucket keeps only its hash).
+func (s *store) createPairingCode(ctx context.Context, rec pairingRec) (string, error) {
+	for range 5 {
+		code := newPairingCode()
+		_, err := s.pairing.Create(ctx, hashSecret("pairing", code), mustJSON(rec))
+		if isRevMismatch(err) {
+			continue // hash collision with a live code: draw again
+		}
+		if err != nil {
+			return "", fmt.Errorf("store pairing code: %w", err)
+		}
+		return code, nil
+	}
+	return "", errors.New("could not draw a free pairing code")
+}
+
+// Pairing code refusals, as the enrollment answers them.
+var (
+	errCodeUnknown = &Error{Status: 404, Code: "pairing_code_unknown", Message: "no such pairing code; check it or ask for a new one with `roomrelay hub pair`"}
+	errCodeUsed    = &Error{Status: 409, Code: "pairing_code_used", Message: "this pairing code was already used; ask for a new one with `roomrelay hub pair`"}
+	errCodeExpired = &Error{Status: 410, Code: "pairing_code_expired", Message: "this pairing code expired; ask for a new one with `roomrelay hub pair`"}
+)
+
+// spendPairingCode marks a live code used by devID with compare-and-set: of
+// two concurrent enrollments with one code exactly one gets past it. It
+// returns the code's record, or errCodeUnknown/Used/Expired.
+func (s *store) spendPairingCode(ctx context.Context, code, devID string, now time.Time) (*pairingRec, error) {
+	key := hashSecret("pairing", code)
+	pr, rev, err := getJSON[pairingRec](ctx, s.pairing, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, errCodeUnknown
+	case err != nil:
+		return nil, fmt.Errorf("read pairing code: %w", err)
+	case !pr.UsedAt.IsZero():
+		return nil, errCodeUsed
+	case !now.Before(pr.ExpiresAt):
+		return nil, errCodeExpired
+	}
+	pr.UsedAt, pr.UsedBy = now.UTC(), devID
+	if _, err := s.pairing.Update(ctx, key, mustJSON(pr), rev); err != nil {
+		if isRevMismatch(err) {
+			return nil, errCodeUsed
+		}
+		return nil, fmt.Errorf("spend pairing code: %w", err)
+	}
+	return pr, nil
+}
+
+// createDevice stores a new device and its token's hash. If the token
+// cannot be stored the device is removed again, so a failed enrollment
+// leaves no device nobody can connect as.
+func (s *store) createDevice(ctx context.Context, d deviceRec, token string) error {
+	d.TokenHash = hashSecret("token", token)
+	if _, err := s.devices.Create(ctx, d.ID, mustJSON(d)); err != nil {
+		return fmt.Errorf("create device: %w", err)
+	}
+	if _, err := s.tokens.Create(ctx, d.TokenHash, mustJSON(tokenRec{DeviceID: d.ID, CreatedAt: d.CreatedAt})); err != nil {
+		if derr := s.devices.Purge(context.WithoutCancel(ctx), d.ID); derr != nil {
+			return errors.Join(fmt.Errorf("store token hash: %w", err), fmt.Errorf("remove half-created device: %w", derr))
+		}
+		return fmt.Errorf("store token hash: %w", err)
+	}
+	return nil
+}
+
+// Device authentication failures.
+var (
+	errNoToken      = errors.New("no bearer token")
+	errBadToken     = errors.New("the token is not valid for this hub")
+	errRevokedToken = errors.New("the device was revoked; enroll it again")
+)
+
+// deviceForToken returns the device a bearer token belongs to, or
+// errBadToken / errRevokedToken.
+func (s *store) deviceForToken(ctx context.Context, token string) (*deviceRec, error) {
+	tr, _, err := getJSON[tokenRec](ctx, s.tokens, hashSecret("token", token))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errBadToken
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up token: %w", err)
+	}
+	d, _, err := getJSON[deviceRec](ctx, s.devices, tr.DeviceID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errBadToken
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up device: %w", err)
+	}
+	if d.Revoked {
+		return nil, errRevokedToken
+	}
+	return d, nil
+}
+
+// addProject enrolls an existing, unrevoked device for one more project.
+func (s *store) addProject(ctx context.Context, devID, project string) (*deviceRec, error) {
+	return s.updateDevice(ctx, devID, func(d *deviceRec) error {
+		if d.Revoked {
+			return errRevokedToken
+		}
+		if !d.hasProject(project) {
+			d.Projects = append(d.Projects, project)
+		}
+		return nil
+	})
+}
+
+// revokeDevice marks a device revoked (idempotent). The token hash stays,
+// mapped to the revoked device, so a later use is answered "revoked" rather
+// than "unknown token".
+func (s *store) revokeDevice(ctx context.Context, devID string, now time.Time) error {
+	_, err := s.updateDevice(ctx, devID, func(d *deviceRec) error {
+		if !d.Revoked {
+			d.Revoked, d.RevokedAt = true, now.UTC()
+		}
+		return nil
+	})
+	return err
+}
+
+// deviceIDs lists every enrolled device's id, sorted.
+func (s *store) deviceIDs(ctx context.Context) ([]string, error) {
+	lister, err := s.devices.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list devices: %w", err)
+	}
+	defer lister.Stop()
+	var ids []string
+	for k := range lister.Keys() {
+		ids = append(ids, k)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}

@@ -137,3 +137,54 @@ type ProposalState struct {
 	DecidedAt  time.Time `json:"decided_at,omitzero"`
 	ReceivedAt time.Time `json:"received_at,omitzero"` // when the hub got the event
 }
+
+// RoomPresence is the presence of the device serving a room.
+type RoomPresence struct {
+	State    string    `json:"state"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
+}
+
+// DirectoryRoom is one room of a project's directory: a room a device
+// reported serving. Conflict is set when more than one device claims the
+// room id; Devices then lists them and the hub routes to none.
+type DirectoryRoom struct {
+	RoomID   string       `json:"room_id"`
+	Name     string       `json:"name"`
+	Project  string       `json:"project"`
+	DeviceID string       `json:"device_id"`
+	Presence RoomPresence `json:"presence"`
+	Conflict bool         `json:"conflict,omitempty"`
+	Devices  []string     `json:"devices,omitempty"`
+}
+
+// Client token scopes. A write token may also read.
+const (
+	ScopeRead  = "read"
+	ScopeWrite = "write"
+)
+
+// ClientTokenRequest is the body of POST /v1/client-tokens.
+type ClientTokenRequest struct {
+	Project string `json:"project"`
+	Scope   string `json:"scope"`
+	Name    string `json:"name,omitempty"`
+}
+
+// ClientToken describes a client (MCP) token. Token, the bearer secret, is
+// set only in the answer to its creation: the hub keeps only its hash.
+type ClientToken struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Project   string    `json:"project"`
+	Scope     string    `json:"scope"`
+	CreatedAt time.Time `json:"created"`
+	LastUsed  time.Time `json:"last_used,omitzero"`
+	Revoked   bool      `json:"revoked,omitempty"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	Token     string    `json:"token,omitempty"`
+}
+
+// ClientTokenList is the body of GET /v1/client-tokens.
+type ClientTokenList struct {
+	Tokens []ClientToken `json:"tokens"`
+}

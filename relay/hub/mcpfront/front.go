@@ -1,0 +1,252 @@
+// Package mcpfront is the hub's MCP server: the seed's room tools, served to
+// AI coding agents (Claude Code and other MCP clients) over streamable HTTP
+// at {hub}/mcp, stateless, built on the go-sdk. It takes a *hub.Hub and
+// uses only the hub's Go API: a client token names a project, every tool
+// that takes room_id finds the room's device in the hub's room directory,
+// and the device decides every command itself, as for the HTTP API.
+//
+// Authentication is a bearer client token (`roomrelay hub token create`);
+// without a valid one /mcp answers 401 with a WWW-Authenticate header that
+// points at the RFC 9728 metadata under /.well-known/oauth-protected-resource/mcp.
+// There is no OAuth authorization server: clients send the token as a
+// header.
+package mcpfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
+)
+
+// Paths the front serves.
+const (
+	Path         = "/mcp"
+	MetadataPath = "/.well-known/oauth-protected-resource/mcp"
+)
+
+// The scopes a client token carries, as MCP clients see them.
+const (
+	ScopeRead  = "rooms:read"
+	ScopeWrite = "rooms:write"
+)
+
+// Config configures the front. Zero values take the defaults.
+type Config struct {
+	Hub *hub.Hub
+	// PublicURL is the hub's base URL as clients reach it
+	// ("https://hub.example.com"); empty derives it from each request's
+	// Host (and X-Forwarded-Proto only when TrustForwarded).
+	PublicURL string
+	// TokenRate and TokenBurst bound tools/call per client token on this
+	// node (default 300 per minute, burst 60).
+	TokenRate  int
+	TokenBurst int
+	// ProgressEvery is the interval of wait_for_review's progress
+	// notifications (default 10 s).
+	ProgressEvery time.Duration
+	// CommandTimeout bounds one device command (default 30 s).
+	CommandTimeout time.Duration
+	// Version is the server version in initialize (default "dev").
+	Version string
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Front serves the MCP tools.
+type Front struct {
+	cfg    Config
+	hub    *hub.Hub
+	log    *slog.Logger
+	server *mcp.Server
+	mcp    http.Handler
+	lim    *tokenLimiter
+}
+
+// New builds the front; Handler serves it.
+func New(cfg Config) (*Front, error) {
+	if cfg.Hub == nil {
+		return nil, errors.New("mcpfront: Config.Hub is required")
+	}
+	if cfg.TokenRate <= 0 {
+		cfg.TokenRate = 300
+	}
+	if cfg.TokenBurst <= 0 {
+		cfg.TokenBurst = 60
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 10 * time.Second
+	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = 30 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	f := &Front{cfg: cfg, hub: cfg.Hub, log: cfg.Logger.With("component", "mcp"),
+		lim: newTokenLimiter(cfg.TokenRate, cfg.TokenBurst, cfg.Now)}
+	f.server = mcp.NewServer(&mcp.Implementation{Name: "roomrelay", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
+		Logger:       f.log,
+	})
+	if err := f.addTools(); err != nil {
+		return nil, err
+	}
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: f.log})
+	// The token was verified by f.authenticate; this hands it to go-sdk so
+	// tool handlers find it in req.Extra.TokenInfo.
+	f.mcp = auth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		if ti, ok := r.Context().Value(tokenInfoKey{}).(*auth.TokenInfo); ok {
+			return ti, nil
+		}
+		return nil, auth.ErrInvalidToken
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	return f, nil
+}
+
+const instructions = "roomrelay reaches local Rooms: Rooms kept by a desktop app on one laptop, through an agent the owner runs there. " +
+	"Start with list_local_rooms. A local Room is reachable only while its laptop is online; when a call fails with device_offline, " +
+	"tell the user instead of retrying. Proposals wait for the owner's approval on that laptop (`roomrelay review`)."
+
+// Mount registers the front's two paths on mux, wrapped by the hub's Track
+// (so they follow its readiness and shutdown).
+func (f *Front) Mount(mux *http.ServeMux) {
+	h := f.hub.Track(f.Handler())
+	mux.Handle(Path, h)
+	mux.Handle(MetadataPath, h)
+}
+
+// Handler serves Path (the MCP endpoint) and MetadataPath (RFC 9728).
+func (f *Front) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case MetadataPath:
+			f.serveMetadata(w, r)
+		case Path:
+			f.authenticate(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+type tokenInfoKey struct{}
+
+// base is the hub's public base URL for this request.
+func (f *Front) base(r *http.Request) string {
+	if f.cfg.PublicURL != "" {
+		return f.cfg.PublicURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// serveMetadata answers the RFC 9728 protected resource metadata.
+func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	b := f.base(r)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	fmt.Fprintf(w, `{"resource":%q,"resource_name":"roomrelay local rooms","scopes_supported":[%q,%q],"bearer_methods_supported":["header"]}`+"\n",
+		b+Path, ScopeRead, ScopeWrite)
+}
+
+// authenticate checks the bearer client token and passes the request on to
+// the MCP handler with the token's identity, or answers 401.
+func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
+	meta := fmt.Sprintf(`Bearer resource_metadata=%q`, f.base(r)+MetadataPath)
+	tok := ""
+	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		tok = strings.TrimSpace(a[7:])
+	}
+	if tok == "" {
+		w.Header().Set("WWW-Authenticate", meta)
+		http.Error(w, "this MCP endpoint needs a roomrelay client token: Authorization: Bearer <token> (`roomrelay hub token create`)", http.StatusUnauthorized)
+		return
+	}
+	c, err := f.hub.VerifyClientToken(r.Context(), tok)
+	if errors.Is(err, hub.ErrBadClientToken) {
+		w.Header().Set("WWW-Authenticate", meta+`, error="invalid_token", error_description="unknown or revoked token"`)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	if err != nil {
+		f.log.Error("verify client token", "err", err)
+		http.Error(w, "the hub could not check the token; retry", http.StatusServiceUnavailable)
+		return
+	}
+	scopes := []string{ScopeRead}
+	if c.CanWrite() {
+		scopes = append(scopes, ScopeWrite)
+	}
+	ti := &auth.TokenInfo{Scopes: scopes, UserID: c.TokenID, Extra: map[string]any{"client": c}}
+	f.mcp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenInfoKey{}, ti)))
+}
+
+// tokenLimiter is a token bucket per client token (this node only).
+type tokenLimiter struct {
+	perSec float64
+	burst  float64
+	now    func() time.Time
+	mu     sync.Mutex
+	b      map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newTokenLimiter(perMin, burst int, now func() time.Time) *tokenLimiter {
+	return &tokenLimiter{perSec: float64(perMin) / 60, burst: float64(burst), now: now, b: map[string]*bucket{}}
+}
+
+// allow takes one call from id's bucket, or says how long to wait.
+func (l *tokenLimiter) allow(id string) (bool, time.Duration) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.b[id]
+	if b == nil {
+		if len(l.b) >= 10_000 {
+			clear(l.b) // bounded memory; every bucket starts full again
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.b[id] = b
+	}
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(l.burst, b.tokens+d.Seconds()*l.perSec)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / l.perSec * float64(time.Second))
+}

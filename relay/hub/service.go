@@ -1,0 +1,366 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// This file is the hub's Go API: what the HTTP handlers and the MCP front
+// both call. Every method needs Run to be running (Ready closed).
+
+// Error is a refusal the hub's API answers with: an HTTP status, a stable
+// code and a sentence saying what to do. Command failures are not Errors:
+// they travel as a *relay.Result like the device's own.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func errInvalid(format string, a ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: fmt.Sprintf(format, a...)}
+}
+
+var errNoDevice = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such device"}
+
+// unavailableError is a storage or NATS failure the caller may retry. Its
+// cause is logged, not shown: callers learn what failed, not the internals.
+type unavailableError struct {
+	what string
+	err  error
+}
+
+func (e *unavailableError) Error() string { return "the hub could not " + e.what + ": " + e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// Public is the sentence a caller sees.
+func (e *unavailableError) Public() string { return "the hub could not " + e.what + "; retry" }
+
+func unavailable(what string, err error) error { return &unavailableError{what, err} }
+
+// Pair issues a one-time pairing code for project; ttl 0 is the default.
+func (h *Hub) Pair(ctx context.Context, project string, ttl time.Duration) (*hubapi.PairingCode, error) {
+	if !projectRe.MatchString(project) {
+		return nil, errInvalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	}
+	if ttl < 0 || ttl > MaxPairingTTL {
+		return nil, errInvalid("ttl_seconds must be between 1 and %d", int(MaxPairingTTL/time.Second))
+	}
+	if ttl == 0 {
+		ttl = h.cfg.PairingTTL
+	}
+	now := h.cfg.Now().UTC()
+	rec := pairingRec{Project: project, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	code, err := h.st.createPairingCode(ctx, rec)
+	if err != nil {
+		return nil, unavailable("store the pairing code", err)
+	}
+	h.log.Info("pairing code issued", "project", project, "expires_at", rec.ExpiresAt)
+	return &hubapi.PairingCode{Code: code, Project: project, ExpiresAt: rec.ExpiresAt}, nil
+}
+
+// Enroll spends a pairing code: a new device and token, or, with the token
+// of an enrolled device, one more project for it. addr is the caller's
+// address for the failed-enrollment limit.
+func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken, addr string) (*hubapi.Enrollment, error) {
+	if blocked, retry := h.enrollLim.blocked(addr); blocked {
+		return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: fmt.Sprintf("too many failed enrollments from %s; retry in %s with a valid code from `roomrelay hub pair`", addr, retry.Round(time.Second))}
+	}
+	code, ok := normalizeCode(req.Code)
+	if !ok {
+		h.enrollLim.fail(addr)
+		return nil, errInvalid("a pairing code is 8 characters like ABCD-1234")
+	}
+	if len(req.DeviceName) > 100 || len(req.OS) > 32 {
+		return nil, errInvalid("device_name is at most 100 bytes and os at most 32")
+	}
+	// An existing device adds a project with its own token; check it before
+	// spending the code.
+	var existing *deviceRec
+	if deviceToken != "" {
+		d, err := h.st.deviceForToken(ctx, deviceToken)
+		if err != nil {
+			return nil, err
+		}
+		existing = d
+	}
+	devID := newID("dev-")
+	if existing != nil {
+		devID = existing.ID
+	}
+	pr, err := h.st.spendPairingCode(ctx, code, devID, h.cfg.Now())
+	if err != nil {
+		if errors.Is(err, errCodeUnknown) || errors.Is(err, errCodeUsed) || errors.Is(err, errCodeExpired) {
+			h.enrollLim.fail(addr)
+			return nil, err
+		}
+		return nil, unavailable("check the code", err)
+	}
+
+	var out hubapi.Enrollment
+	if existing != nil {
+		d, err := h.st.addProject(ctx, devID, pr.Project)
+		if err != nil {
+			return nil, unavailable("record the enrollment; retry with a new code", err)
+		}
+		out = hubapi.Enrollment{DeviceID: d.ID, Token: deviceToken, Project: pr.Project, Projects: d.Projects}
+	} else {
+		token := newSecret("rrd_")
+		name := req.DeviceName
+		if name == "" {
+			name = devID
+		}
+		d := deviceRec{ID: devID, Name: name, OS: req.OS, Projects: []string{pr.Project}, CreatedAt: h.cfg.Now().UTC()}
+		if err := h.st.createDevice(ctx, d, token); err != nil {
+			return nil, unavailable("record the enrollment; retry with a new code", err)
+		}
+		out = hubapi.Enrollment{DeviceID: devID, Token: token, Project: pr.Project, Projects: d.Projects}
+	}
+	h.log.Info("device enrolled", "device", out.DeviceID, "project", pr.Project, "added", existing != nil)
+	return &out, nil
+}
+
+// Device returns one device with its effective presence, or a not_found
+// *Error.
+func (h *Hub) Device(ctx context.Context, id string) (*hubapi.Device, error) {
+	if !deviceIDRe.MatchString(id) {
+		return nil, errNoDevice
+	}
+	d, _, err := getJSON[deviceRec](ctx, h.st.devices, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errNoDevice
+	}
+	if err != nil {
+		return nil, unavailable("read the device", err)
+	}
+	out := &hubapi.Device{ID: d.ID, Name: d.Name, OS: d.OS, Projects: d.Projects, CreatedAt: d.CreatedAt,
+		Revoked: d.Revoked, RevokedAt: d.RevokedAt, AgentVersion: d.AgentVersion, Policy: d.Policy, LastSeen: d.LastSeen}
+	if out.Policy == nil {
+		out.Policy = []relay.ProjectPolicy{}
+	}
+	out.Presence, err = h.Presence(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if out.Presence.State == hubapi.StateOffline && out.Presence.LastSeen.IsZero() {
+		out.Presence.LastSeen = d.LastSeen
+	}
+	if out.Presence.LastSeen.After(out.LastSeen) {
+		out.LastSeen = out.Presence.LastSeen
+	}
+	return out, nil
+}
+
+// Devices lists the enrolled devices, all of them or those enrolled for
+// project. A device deleted while listing is left out; a bucket that cannot
+// be read is an error, never a short list.
+func (h *Hub) Devices(ctx context.Context, project string) ([]hubapi.Device, error) {
+	ids, err := h.st.deviceIDs(ctx)
+	if err != nil {
+		return nil, unavailable("list devices", err)
+	}
+	out := []hubapi.Device{}
+	for _, id := range ids {
+		d, err := h.Device(ctx, id)
+		if errors.Is(err, errNoDevice) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if project == "" || hasString(d.Projects, project) {
+			out = append(out, *d)
+		}
+	}
+	return out, nil
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Presence is a device's connection state as a reader should show it: an
+// online or sleeping record its node stopped refreshing (the node died) is
+// offline, last seen at its last refresh. A device never seen is offline.
+func (h *Hub) Presence(ctx context.Context, id string) (hubapi.Presence, error) {
+	p, _, err := getJSON[presenceRec](ctx, h.st.presence, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return hubapi.Presence{State: hubapi.StateOffline}, nil
+	}
+	if err != nil {
+		return hubapi.Presence{}, unavailable("read presence", err)
+	}
+	return h.effectivePresence(p), nil
+}
+
+func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
+	out := hubapi.Presence{State: p.State, Since: p.Since, LastSeen: p.LastSeen, Session: p.Session, Node: p.Node}
+	if p.State == hubapi.StateOffline {
+		return out
+	}
+	stale := time.Duration(p.StaleAfterMS) * time.Millisecond
+	if stale <= 0 {
+		stale = h.staleAfter()
+	}
+	if h.cfg.Now().Sub(p.Refreshed) > stale {
+		out.State, out.Since = hubapi.StateOffline, p.Refreshed
+		if p.Refreshed.After(out.LastSeen) {
+			out.LastSeen = p.Refreshed
+		}
+	}
+	return out
+}
+
+// Revoke revokes a device: its token stops working and every node closes
+// its socket with 4003.
+func (h *Hub) Revoke(ctx context.Context, id string) (*hubapi.Device, error) {
+	if !deviceIDRe.MatchString(id) {
+		return nil, errNoDevice
+	}
+	err := h.st.revokeDevice(ctx, id, h.cfg.Now())
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errNoDevice
+	}
+	if err != nil {
+		return nil, unavailable("revoke the device", err)
+	}
+	if err := h.nc.Publish(ctlSubject(id), mustJSON(ctlMsg{Op: "revoke"})); err != nil {
+		h.log.Error("publish revoke", "err", err)
+	}
+	_ = h.nc.Flush()
+	if err := h.dropDirectory(ctx, id); err != nil {
+		h.log.Warn("remove a revoked device's rooms from the directory", "device", id, "err", err)
+	}
+	h.log.Info("device revoked", "device", id)
+	return h.Device(ctx, id)
+}
+
+// Call is one command for a device.
+type Call struct {
+	ID      string // optional: a retry with the same id joins the first run
+	Device  string
+	Project string
+	Name    string
+	Args    json.RawMessage
+	Timeout time.Duration // 0: DefaultCommandTimeout; at most MaxCommandTimeout
+}
+
+// requestSlack is added to a command's deadline for the NATS request, so an
+// agent's own "expired" answer (sent at the deadline) still gets through.
+const requestSlack = 500 * time.Millisecond
+
+// Command sends a command to the device and waits for its result: the
+// device's own, or one the hub made (not_found for an unknown device,
+// not_enrolled, device_offline when no node holds its socket, expired when
+// no answer came by the deadline, invalid_args for a malformed call). It
+// refuses unknown command names before routing. A proposal id a propose_*
+// command returned is recorded, so WaitProposal can tell it from a typo.
+func (h *Hub) Command(ctx context.Context, c Call) *relay.Result {
+	if c.ID == "" {
+		c.ID = newID("cmd-")
+	}
+	fail := func(code relay.Code, format string, a ...any) *relay.Result {
+		return &relay.Result{ID: c.ID, Error: relay.Errorf(code, format, a...)}
+	}
+	switch {
+	case !commandIDRe.MatchString(c.ID):
+		return fail(relay.CodeInvalidArgs, "id must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	case c.Name == "":
+		return fail(relay.CodeInvalidArgs, "name is required")
+	case !relay.KnownCommand(c.Name):
+		return fail(relay.CodeCommandNotAllowed, "%q is not a roomrelay command (known: %v)", truncate(c.Name, 64), relay.CommandNames())
+	case c.Project == "":
+		return fail(relay.CodeInvalidArgs, "project_id is required")
+	case !projectRe.MatchString(c.Project):
+		return fail(relay.CodeInvalidArgs, "project_id must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	case len(c.Args) > 0 && !isObject(c.Args):
+		return fail(relay.CodeInvalidArgs, "args must be a JSON object")
+	case c.Timeout < 0 || c.Timeout > MaxCommandTimeout:
+		return fail(relay.CodeInvalidArgs, "timeout_ms must be between 1 and %d", MaxCommandTimeout.Milliseconds())
+	case !deviceIDRe.MatchString(c.Device):
+		return fail(relay.CodeNotFound, "no device %s is enrolled on this hub", truncate(c.Device, 64))
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultCommandTimeout
+	}
+	d, _, err := getJSON[deviceRec](ctx, h.st.devices, c.Device)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return fail(relay.CodeNotFound, "no device %s is enrolled on this hub", c.Device)
+	case err != nil:
+		h.log.Error("read device for command", "err", err)
+		return fail(relay.CodeInternal, "the hub could not read the device; retry")
+	case d.Revoked:
+		return fail(relay.CodeNotEnrolled, "device %s was revoked; enroll it again", c.Device)
+	case !d.hasProject(c.Project):
+		return fail(relay.CodeNotEnrolled, "device %s is not enrolled for project %s: `roomrelay hub pair --project %s`, then `roomrelay enroll` on the device", c.Device, c.Project, c.Project)
+	}
+	cmd := relay.Command{ID: c.ID, ProjectID: c.Project, Name: c.Name, Args: c.Args,
+		Deadline: h.cfg.Now().Add(c.Timeout).UTC()}
+	res := h.route(ctx, c.Device, &cmd, c.Timeout)
+	if res.Error == nil && (c.Name == relay.CmdProposeRoomSnippetApp || c.Name == relay.CmdProposeRoomRepoApp) {
+		h.noteProposal(ctx, c.Device, res)
+	}
+	return res
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// route sends a command to whichever node holds the device's socket.
+func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout time.Duration) *relay.Result {
+	rctx, cancel := context.WithTimeout(ctx, timeout+requestSlack)
+	defer cancel()
+	msg, err := h.nc.RequestWithContext(rctx, cmdSubject(dev), mustJSON(cmd))
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeDeviceOffline, "device %s is not connected to the hub", dev)}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeExpired, "device %s did not answer within %s", dev, timeout)}
+	case errors.Is(err, context.Canceled):
+		// The caller left (or the hub is stopping): tell the device to stop
+		// working on a result nobody will read.
+		if perr := h.nc.Publish(ctlSubject(dev), mustJSON(ctlMsg{Op: "cancel", Command: cmd.ID})); perr != nil {
+			h.log.Warn("publish command cancel", "device", dev, "command", cmd.ID, "err", perr)
+		}
+		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the request was cancelled (client gone or hub shutting down)")}
+	case err != nil:
+		h.log.Error("route command", "err", err)
+		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the hub could not route the command: %v", err)}
+	}
+	var res relay.Result
+	if err := json.Unmarshal(msg.Data, &res); err != nil {
+		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the hub got an unreadable result")}
+	}
+	if res.ID == "" {
+		res.ID = cmd.ID
+	}
+	return &res
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}

@@ -1,0 +1,256 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// Client tokens: bearer tokens for cloud clients (the MCP front), one
+// project and one scope each. rr_clients holds "id.<id>" → the record and
+// "h.<sha256>" → the id; revoking deletes the hash key, so every node stops
+// accepting the token at its next request (nothing is cached).
+
+type clientTokenRec struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Project   string    `json:"project"`
+	Scope     string    `json:"scope"`
+	CreatedAt time.Time `json:"created_at"`
+	LastUsed  time.Time `json:"last_used,omitzero"`
+	Revoked   bool      `json:"revoked,omitempty"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	Hash      string    `json:"hash"`
+}
+
+func (r *clientTokenRec) view() hubapi.ClientToken {
+	return hubapi.ClientToken{ID: r.ID, Name: r.Name, Project: r.Project, Scope: r.Scope, CreatedAt: r.CreatedAt,
+		LastUsed: r.LastUsed, Revoked: r.Revoked, RevokedAt: r.RevokedAt}
+}
+
+// Client is who a verified client token speaks for.
+type Client struct {
+	TokenID string
+	Name    string
+	Project string
+	Scope   string // hubapi.ScopeRead or hubapi.ScopeWrite
+}
+
+// CanWrite reports whether the token may call tools that change a device.
+func (c *Client) CanWrite() bool { return c.Scope == hubapi.ScopeWrite }
+
+// ErrBadClientToken is a client token the hub does not know, or revoked.
+var ErrBadClientToken = errors.New("the token is not a valid roomrelay client token (unknown or revoked); create one with `roomrelay hub token create`")
+
+var tokenNameOK = func(s string) bool {
+	return len(s) <= 100 && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// CreateClientToken issues a token for project with scope read or write and
+// returns it once, with its secret.
+func (h *Hub) CreateClientToken(ctx context.Context, project, scope, name string) (*hubapi.ClientToken, error) {
+	if !projectRe.MatchString(project) {
+		return nil, errInvalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	}
+	if scope != hubapi.ScopeRead && scope != hubapi.ScopeWrite {
+		return nil, errInvalid("scope must be %q or %q (write implies read)", hubapi.ScopeRead, hubapi.ScopeWrite)
+	}
+	if !tokenNameOK(name) {
+		return nil, errInvalid("name is at most 100 bytes without control characters")
+	}
+	id := newID("tok-")
+	if name == "" {
+		name = id
+	}
+	secret := newSecret("rrc_")
+	rec := clientTokenRec{ID: id, Name: name, Project: project, Scope: scope, CreatedAt: h.cfg.Now().UTC(), Hash: hashSecret("client", secret)}
+	if _, err := h.st.clients.Create(ctx, "id."+id, mustJSON(rec)); err != nil {
+		return nil, unavailable("store the token", err)
+	}
+	if _, err := h.st.clients.Create(ctx, "h."+rec.Hash, []byte(id)); err != nil {
+		_ = h.st.clients.Purge(context.WithoutCancel(ctx), "id."+id)
+		return nil, unavailable("store the token", err)
+	}
+	h.log.Info("client token created", "token_id", id, "project", project, "scope", scope)
+	out := rec.view()
+	out.Token = secret
+	return &out, nil
+}
+
+// ClientTokens lists every client token, revoked ones included, oldest
+// first. Never the secrets.
+func (h *Hub) ClientTokens(ctx context.Context) ([]hubapi.ClientToken, error) {
+	lister, err := h.st.clients.ListKeysFiltered(ctx, "id.*")
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, unavailable("list tokens", err)
+	}
+	out := []hubapi.ClientToken{}
+	if lister == nil {
+		return out, nil
+	}
+	defer lister.Stop()
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		rec, _, err := getJSON[clientTokenRec](ctx, h.st.clients, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, unavailable("read tokens", err)
+		}
+		out = append(out, rec.view())
+	}
+	slices.SortFunc(out, func(a, b hubapi.ClientToken) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+var errNoClientToken = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such client token"}
+
+// RevokeClientToken revokes a token at once on every node (idempotent).
+func (h *Hub) RevokeClientToken(ctx context.Context, id string) (*hubapi.ClientToken, error) {
+	if !kvKeyRe.MatchString(id) {
+		return nil, errNoClientToken
+	}
+	for range 16 {
+		rec, rev, err := getJSON[clientTokenRec](ctx, h.st.clients, "id."+id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, errNoClientToken
+		}
+		if err != nil {
+			return nil, unavailable("read the token", err)
+		}
+		// The hash key goes first: from here on no node accepts the token.
+		if err := h.st.clients.Purge(ctx, "h."+rec.Hash); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, unavailable("revoke the token", err)
+		}
+		if !rec.Revoked {
+			rec.Revoked, rec.RevokedAt = true, h.cfg.Now().UTC()
+			if _, err := h.st.clients.Update(ctx, "id."+id, mustJSON(rec), rev); err != nil {
+				if isRevMismatch(err) {
+					continue
+				}
+				return nil, unavailable("revoke the token", err)
+			}
+			h.log.Info("client token revoked", "token_id", id)
+		}
+		v := rec.view()
+		return &v, nil
+	}
+	return nil, unavailable("revoke the token", errors.New("too much contention"))
+}
+
+// VerifyClientToken returns who a bearer token speaks for, or
+// ErrBadClientToken. It reads the buckets each time, so a revocation holds
+// on every node from the next request on.
+func (h *Hub) VerifyClientToken(ctx context.Context, secret string) (*Client, error) {
+	if !strings.HasPrefix(secret, "rrc_") || len(secret) > 200 {
+		return nil, ErrBadClientToken
+	}
+	e, err := h.st.clients.Get(ctx, "h."+hashSecret("client", secret))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrBadClientToken
+	}
+	if err != nil {
+		return nil, unavailable("check the token", err)
+	}
+	rec, _, err := getJSON[clientTokenRec](ctx, h.st.clients, "id."+string(e.Value()))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrBadClientToken
+	}
+	if err != nil {
+		return nil, unavailable("check the token", err)
+	}
+	if rec.Revoked {
+		return nil, ErrBadClientToken
+	}
+	return &Client{TokenID: rec.ID, Name: rec.Name, Project: rec.Project, Scope: rec.Scope}, nil
+}
+
+// lastUsedEvery bounds how often one node rewrites a token's last_used.
+const lastUsedEvery = time.Minute
+
+// tokenUse remembers when this node last wrote each token's last_used.
+type tokenUse struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+// NoteClientUse records that a token was used now, writing at most once a
+// minute per token and node (last_used is a hint, not an audit trail).
+func (h *Hub) NoteClientUse(ctx context.Context, tokenID string) {
+	now := h.cfg.Now().UTC()
+	h.uses.mu.Lock()
+	if h.uses.last == nil {
+		h.uses.last = map[string]time.Time{}
+	}
+	if now.Sub(h.uses.last[tokenID]) < lastUsedEvery {
+		h.uses.mu.Unlock()
+		return
+	}
+	if len(h.uses.last) > maxTracked {
+		clear(h.uses.last)
+	}
+	h.uses.last[tokenID] = now
+	h.uses.mu.Unlock()
+	for range 4 {
+		rec, rev, err := getJSON[clientTokenRec](ctx, h.st.clients, "id."+tokenID)
+		if err != nil {
+			return
+		}
+		rec.LastUsed = now
+		if _, err := h.st.clients.Update(ctx, "id."+tokenID, mustJSON(rec), rev); err == nil || !isRevMismatch(err) {
+			if err != nil {
+				h.log.Warn("record token use", "token_id", tokenID, "err", fmt.Sprint(err))
+			}
+			return
+		}
+	}
+}
+
+func (h *Hub) handleTokenCreate(w http.ResponseWriter, r *http.Request) error {
+	var req hubapi.ClientTokenRequest
+	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
+		return err
+	}
+	t, err := h.CreateClientToken(r.Context(), req.Project, req.Scope, req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, t)
+	return nil
+}
+
+func (h *Hub) handleTokenList(w http.ResponseWriter, r *http.Request) error {
+	ts, err := h.ClientTokens(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, hubapi.ClientTokenList{Tokens: ts})
+	return nil
+}
+
+func (h *Hub) handleTokenRevoke(w http.ResponseWriter, r *http.Request) error {
+	t, err := h.RevokeClientToken(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}

@@ -41,7 +41,7 @@ type Hub struct {
 
 	mu       sync.Mutex
 	closing  bool
-	stopped  bool // Run has returned: NATS is gone
+	stopped  bool                            // Run has returned: NATS is gone
 	sessions map[string]*session             // by session id
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	sessWG   sync.WaitGroup

@@ -42,7 +42,9 @@ type unavailableError struct {
 	err  error
 }
 
-func (e *unavailableError) Error() string { return "the hub could not " + e.what + ": " + e.err.Error() }
+func (e *unavailableError) Error() string {
+	return "the hub could not " + e.what + ": " + e.err.Error()
+}
 func (e *unavailableError) Unwrap() error { return e.err }
 
 // Public is the sentence a caller sees.

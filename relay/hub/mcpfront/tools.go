@@ -41,7 +41,7 @@ var descriptions = map[string]string{
 		"Derive idempotency_key from the content, e.g. \"snip-\" + sha256(room_id, name, files): a retry returns the same proposal. Then call wait_for_review, or end the turn and tell the user to approve it.",
 	relay.CmdProposeRoomRepoApp: "Propose a pinned repository version of the same project as an app for a local Room (for apps too big for a snippet). It reaches the launcher only after the owner approves it on their laptop (`roomrelay review`). Derive idempotency_key from the content.",
 	relay.CmdSmokeRunRoomApp:    "Build an approved snippet app on the owner's laptop and smoke-run it in the device's sandbox: phase reached, render summary, error at its TSX file:line:col." + offline,
-	ToolWaitForReview: "Wait for the owner's decision on a proposal; returns as soon as they approve or decline it on their laptop. If it is still pending after timeout_seconds, tell the user to approve it there (`roomrelay review`) and end the turn; do not loop.",
+	ToolWaitForReview:           "Wait for the owner's decision on a proposal; returns as soon as they approve or decline it on their laptop. If it is still pending after timeout_seconds, tell the user to approve it there (`roomrelay review`) and end the turn; do not loop.",
 }
 
 var (

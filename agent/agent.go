@@ -593,12 +593,21 @@ func (a *Agent) handshake(conn *websocket.Conn) (*relay.Welcome, error) {
 	if a.cfg.Policy != nil {
 		policy = a.cfg.Policy()
 	}
+	rooms := []relay.RoomEntry{} // never nil: nil would read as an agent without a directory
+	if a.cfg.Rooms != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.HandshakeTimeout)
+		if r := a.cfg.Rooms(ctx); r != nil {
+			rooms = r
+		}
+		cancel()
+	}
 	b, err := relay.Encode(&relay.Hello{
 		Protocol:     relay.ProtocolVersion,
 		AgentVersion: a.cfg.Version,
 		DeviceID:     a.cfg.DeviceID,
 		OS:           a.cfg.OS,
 		Policy:       policy,
+		Rooms:        rooms,
 	})
 	if err != nil {
 		return nil, err

@@ -50,6 +50,9 @@ type Config struct {
 	Rand func(n int64) int64
 	// Policy returns the policy summary sent in hello (empty if nil).
 	Policy func() []relay.ProjectPolicy
+	// Rooms returns the room directory sent in hello: the rooms the device
+	// serves (nil Rooms: the hello carries an empty directory).
+	Rooms func(ctx context.Context) []relay.RoomEntry
 	// Guard is asked before a handler runs; a non-nil error denies the
 	// command without running it. A *relay.Error keeps its code; any other
 	// error denies with command_not_allowed.

@@ -97,7 +97,8 @@ func (pr *project) checkBounds(projectID, command string, fields map[string]json
 	return nil
 }
 
-// Limiter applies each enabled project's rate: a token bucket per project,
+// Limiter applies each enabled project's rate: a token bucket per project
+// and kind (reads, writes),
 // filled at Rate.Events per Rate.Per up to Rate.Burst. It is safe for
 // concurrent use. The clock is injected so tests need not wait.
 type Limiter struct {
@@ -119,23 +120,31 @@ func NewLimiter(now func() time.Time) *Limiter {
 	return &Limiter{now: now, buckets: map[string]*bucket{}}
 }
 
-// Allow takes one token from project's bucket under p's current rate, or
-// returns rate_limited saying when to retry. Call it after Decide allowed
-// the command: a project p does not enable has no bucket and is let through
-// here, since Decide has already refused it. A policy reload keeps the
-// buckets; a lower burst caps what a bucket holds.
-func (l *Limiter) Allow(p *Policy, projectID string) error {
+// Allow takes one token from the bucket of project's reads or of its
+// writes (by command) under p's current rate, or returns rate_limited
+// saying when to retry. Reads and writes have a bucket each, with the
+// project's rate, so a run of proposals never starves reads and the other
+// way round. Call it after Decide allowed the command: a project p does not
+// enable has no bucket and is let through here, since Decide has already
+// refused it. A policy reload keeps the buckets; a lower burst caps what a
+// bucket holds.
+func (l *Limiter) Allow(p *Policy, projectID, command string) error {
 	r, ok := p.RateOf(projectID)
 	if !ok {
 		return nil
 	}
+	kind := "writes"
+	if relay.ReadOnlyCommand(command) {
+		kind = "reads"
+	}
+	key := projectID + "\x00" + kind
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b, ok := l.buckets[projectID]
+	b, ok := l.buckets[key]
 	if !ok {
 		b = &bucket{tokens: float64(r.Burst), last: now}
-		l.buckets[projectID] = b
+		l.buckets[key] = b
 	}
 	perToken := r.Per / time.Duration(r.Events)
 	if elapsed := now.Sub(b.last); elapsed > 0 { // a clock stepping back adds nothing
@@ -148,8 +157,8 @@ func (l *Limiter) Allow(p *Policy, projectID string) error {
 		return nil
 	}
 	wait := time.Duration((1 - b.tokens) * float64(perToken))
-	return relay.Errorf(relay.CodeRateLimited, "project %s is over this device's rate of %s; retry in %s",
-		quote(projectID), r, roundUp(wait))
+	return relay.Errorf(relay.CodeRateLimited, "project %s is over this device's rate of %s for %s; retry in %s",
+		quote(projectID), r, kind, roundUp(wait))
 }
 
 // roundUp shows a wait in whole seconds (at least 1s), never promising too early.

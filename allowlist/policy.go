@@ -21,14 +21,14 @@
 //	  enabled  yes
 //	  commands read_room list_room_apps read_room_app_status
 //	  rooms    *
-//	  rate     60/min burst 10
+//	  rate     120/min burst 30
 //	  max      list_room_apps.limit 20
 //
 //	project proj-beta
 //	  enabled  no
 //	  commands read_room
 //	  rooms    room-1 room-2
-//	  rate     60/min burst 10
+//	  rate     120/min burst 30
 //
 // Directives:
 //
@@ -41,9 +41,10 @@
 //     exist; any other is an error naming it. No commands line: none.
 //   - rooms ID... | rooms *: the rooms the project's commands may touch.
 //     No rooms line, or "*": every room of the project.
-//   - rate N/UNIT [burst M]: the token bucket for the project's commands;
-//     UNIT is s, min or h; N and M from 1 to 1000000; M defaults to N or 10,
-//     whichever is smaller. No rate line: 60/min burst 10.
+//   - rate N/UNIT [burst M]: the token buckets for the project's commands,
+//     one for reads and one for writes, each with this rate;
+//     UNIT is s, min or h; N and M from 1 to 1000000; M defaults to N or 30,
+//     whichever is smaller. No rate line: 120/min burst 30.
 //   - max COMMAND.ARG N: tightens an argument bound below the protocol's:
 //     list_room_apps.limit (1–50), propose_room_snippet_app.files (at most
 //     relay.MaxSnippetFiles files) and propose_room_snippet_app.bytes (at most
@@ -77,7 +78,9 @@ import (
 var DefaultCommands = []string{relay.CmdReadRoom, relay.CmdListRoomApps, relay.CmdReadRoomAppStatus}
 
 // DefaultRate applies to a project whose block has no rate line.
-var DefaultRate = Rate{Events: 60, Per: time.Minute, Burst: 10}
+// 120 a minute with bursts of 30, for reads and writes each: the seed's nine
+// validation cases and a model's follow-up reads fit in one burst.
+var DefaultRate = Rate{Events: 120, Per: time.Minute, Burst: 30}
 
 // The argument bounds a policy can tighten, and the protocol's own maximum.
 const (
@@ -101,7 +104,7 @@ type Rate struct {
 
 var unitNames = map[time.Duration]string{time.Second: "s", time.Minute: "min", time.Hour: "h"}
 
-// String is the rate as the policy file writes it: "60/min burst 10".
+// String is the rate as the policy file writes it: "120/min burst 30".
 func (r Rate) String() string {
 	return fmt.Sprintf("%d/%s burst %d", r.Events, unitNames[r.Per], r.Burst)
 }
@@ -132,7 +135,7 @@ type ProjectInfo struct {
 	Enabled  bool           `json:"enabled"`
 	Commands []string       `json:"commands"`
 	Rooms    []string       `json:"rooms"` // empty: every room of the project
-	Rate     string         `json:"rate"`  // as in the file: "60/min burst 10"
+	Rate     string         `json:"rate"`  // as in the file: "120/min burst 30"
 	Max      map[string]int `json:"max,omitempty"`
 }
 
@@ -173,6 +176,17 @@ func (p *Policy) Summary() []relay.ProjectPolicy {
 		}
 	}
 	return out
+}
+
+// ServesRoom reports whether the device serves room in project: the project
+// is enabled and the room is listed (or the project lists none). The room
+// directory the hub is told of is exactly these rooms.
+func (p *Policy) ServesRoom(project, room string) bool {
+	pr, ok := p.projects[project]
+	if !ok || !pr.enabled {
+		return false
+	}
+	return len(pr.rooms) == 0 || slices.Contains(pr.rooms, room)
 }
 
 // RateOf returns the rate of an enabled project.

@@ -45,7 +45,7 @@ func TestEnableDisable(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := p.Project("proj")
-	if !slices.Equal(info.Commands, DefaultCommands) || len(info.Rooms) != 0 || info.Rate != "60/min burst 10" {
+	if !slices.Equal(info.Commands, DefaultCommands) || len(info.Rooms) != 0 || info.Rate != "120/min burst 30" {
 		t.Errorf("default enable: %+v", info)
 	}
 	for _, c := range relay.CommandNames() {
@@ -66,7 +66,7 @@ func TestEnableDisable(t *testing.T) {
 	}
 	info, _ = p.Project("proj")
 	want := ProjectInfo{Project: "proj", Enabled: true, Commands: []string{"read_room", "smoke_run_room_app"},
-		Rooms: []string{"r1", "r2"}, Rate: "60/min burst 10", Max: map[string]int{BoundListLimit: 5}}
+		Rooms: []string{"r1", "r2"}, Rate: "120/min burst 30", Max: map[string]int{BoundListLimit: 5}}
 	if !reflect.DeepEqual(info, want) {
 		t.Errorf("got %+v\nwant %+v", info, want)
 	}
@@ -148,7 +148,7 @@ func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"Decide", "Disable", "Enable", "Marshal", "Max", "Project", "Projects", "RateOf", "Save", "Summary"}
+	want := []string{"Decide", "Disable", "Enable", "Marshal", "Max", "Project", "Projects", "RateOf", "Save", "ServesRoom", "Summary"}
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}
@@ -170,63 +170,71 @@ func TestLimiter(t *testing.T) {
 	l := NewLimiter(clk.now)
 
 	for i := range 3 { // the burst
-		if err := l.Allow(p, "fast"); err != nil {
+		if err := l.Allow(p, "fast", relay.CmdReadRoom); err != nil {
 			t.Fatalf("burst call %d: %v", i, err)
 		}
 	}
-	err = l.Allow(p, "fast")
-	if code(err) != relay.CodeRateLimited || !strings.Contains(err.Error(), "2/s burst 3; retry in 1s") {
+	err = l.Allow(p, "fast", relay.CmdReadRoom)
+	if code(err) != relay.CodeRateLimited || !strings.Contains(err.Error(), "2/s burst 3 for reads; retry in 1s") {
 		t.Fatalf("over the burst: %v", err)
 	}
 	if !relay.AsError(err).Retryable {
 		t.Error("rate_limited should be retryable")
 	}
 	clk.advance(499 * time.Millisecond) // not yet a whole token
-	if code(l.Allow(p, "fast")) != relay.CodeRateLimited {
+	if code(l.Allow(p, "fast", relay.CmdReadRoom)) != relay.CodeRateLimited {
 		t.Error("a token appeared early")
 	}
 	clk.advance(time.Millisecond)
-	if err := l.Allow(p, "fast"); err != nil {
+	if err := l.Allow(p, "fast", relay.CmdReadRoom); err != nil {
 		t.Errorf("after 500ms at 2/s: %v", err)
 	}
 	clk.advance(time.Hour) // refills to the burst, no further
 	for i := range 3 {
-		if err := l.Allow(p, "fast"); err != nil {
+		if err := l.Allow(p, "fast", relay.CmdReadRoom); err != nil {
 			t.Fatalf("after an idle hour, call %d: %v", i, err)
 		}
 	}
-	if code(l.Allow(p, "fast")) != relay.CodeRateLimited {
+	if code(l.Allow(p, "fast", relay.CmdReadRoom)) != relay.CodeRateLimited {
 		t.Error("bucket overfilled past its burst")
 	}
 
 	// Projects are independent.
-	if err := l.Allow(p, "slow"); err != nil {
+	if err := l.Allow(p, "slow", relay.CmdReadRoom); err != nil {
 		t.Fatal(err)
 	}
-	err = l.Allow(p, "slow")
+	err = l.Allow(p, "slow", relay.CmdReadRoom)
 	if code(err) != relay.CodeRateLimited || !strings.Contains(err.Error(), "retry in 3600s") {
 		t.Errorf("slow: %v", err)
 	}
 	// A clock stepping back adds no tokens.
 	clk.advance(-2 * time.Hour)
-	if code(l.Allow(p, "slow")) != relay.CodeRateLimited {
+	if code(l.Allow(p, "slow", relay.CmdReadRoom)) != relay.CodeRateLimited {
 		t.Error("a clock step back added tokens")
 	}
 
 	// Not enabled or unknown: Decide's business, no bucket.
 	for range 5 {
-		if l.Allow(p, "off") != nil || l.Allow(p, "unknown") != nil {
+		if l.Allow(p, "off", relay.CmdReadRoom) != nil || l.Allow(p, "unknown", relay.CmdReadRoom) != nil {
 			t.Fatal("limited a project the policy does not serve")
 		}
 	}
 	if len(l.buckets) != 2 {
 		t.Errorf("%d buckets, want 2", len(l.buckets))
 	}
+	// Writes have a bucket of their own: a drained read bucket does not
+	// refuse them, and they do not refill reads.
+	if err := l.Allow(p, "slow", relay.CmdProposeRoomSnippetApp); err != nil {
+		t.Errorf("a write behind exhausted reads: %v", err)
+	}
+	if err := l.Allow(p, "slow", relay.CmdProposeRoomSnippetApp); code(err) != relay.CodeRateLimited || !strings.Contains(err.Error(), "for writes") {
+		t.Errorf("second write at 1/h: %v", err)
+	}
 
 	// A reload with a lower burst caps the bucket.
 	clk.advance(10 * time.Hour)
 	p2, _ := Parse([]byte("project fast\n enabled yes\n rate 2/s burst 1\n"))
-	if l.Allow(p2, "fast") != nil || code(l.Allow(p2, "fast")) != relay.CodeRateLimited {
+	if l.Allow(p2, "fast", relay.CmdReadRoom) != nil || code(l.Allow(p2, "fast", relay.CmdReadRoom)) != relay.CodeRateLimited {
 		t.Error("the new burst of 1 was not applied")
 	}
 }

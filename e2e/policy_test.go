@@ -57,8 +57,8 @@ func TestErrorCodesThroughRelay(t *testing.T) {
 		}
 	}
 
-	// Rate limit: the default is 60/min with a burst of 10; a burst of 40
-	// must be cut.
+	// Rate limit: the default is 120/min with a burst of 30 for reads; a
+	// burst of 40 must be cut.
 	limited := 0
 	for range 40 {
 		res, _ := call(t, h, dv.id, "proj-a", relay.CmdReadRoom, room)

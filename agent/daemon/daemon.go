@@ -81,6 +81,9 @@ type Daemon struct {
 	lastQuery  time.Time
 	denied     sync.Map // command id -> struct{}: the guard refused it
 
+	dirMu   sync.Mutex
+	lastDir []relay.RoomEntry // the directory last sent to the hub; nil: unknown
+
 	stats struct{ policyLoads, decisionQueries atomic.Int64 }
 }
 
@@ -120,6 +123,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		HubURL: cfg.HubURL, DeviceID: cfg.DeviceID, Token: cfg.Token, StateDir: cfg.StateDir,
 		Version: cfg.Version, OS: cfg.OS, Logger: cfg.Logger,
 		Policy: func() []relay.ProjectPolicy { return d.policy.Load().Summary() },
+		Rooms:  d.directory,
 		Guard:  d.guard,
 		Audit:  d.record,
 	}
@@ -245,6 +249,7 @@ func (d *Daemon) poke(ctx context.Context, force bool) {
 		d.log.Warn("policy file refused; keeping the policy in force", "err", err)
 	case changed:
 		d.announcePolicy(ctx)
+		d.announceRooms(ctx)
 	}
 	d.publishDecisions(ctx, force)
 }

@@ -24,7 +24,7 @@ func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
 	p := d.policy.Load()
 	err := p.Decide(cmd.ProjectID, cmd.Name, "", cmd.Args)
 	if err == nil {
-		err = d.limiter.Allow(p, cmd.ProjectID)
+		err = d.limiter.Allow(p, cmd.ProjectID, cmd.Name)
 	}
 	if err == nil {
 		err = relay.ValidateArgs(cmd.Name, cmd.Args)
@@ -231,6 +231,7 @@ func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 	}
 	d.lastQuery = time.Now()
 	d.stats.decisionQueries.Add(1)
+	d.announceRooms(ctx) // the store changed: rooms may have been added or renamed
 	ps, err := d.store.UnannouncedDecisions(ctx)
 	if err != nil {
 		d.log.Warn("reading review decisions failed", "err", err)

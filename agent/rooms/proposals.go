@@ -145,7 +145,9 @@ func (s *Store) proposal(ctx context.Context, q queryer, id string) (Proposal, e
 // CreateProposal stores a pending proposal. A retry (same idempotency key in
 // the same Room, same kind, name and content) returns the stored proposal and
 // duplicate=true, whatever its state: a key stays spent after a decline. The
-// same key with anything else is idempotency_conflict.
+// same key with anything else is idempotency_conflict. Another key with the
+// same kind, name and content as a proposal still pending in the Room also
+// returns that proposal with duplicate=true (content dedupe).
 func (s *Store) CreateProposal(ctx context.Context, np NewProposal) (Proposal, bool, error) {
 	if err := checkSource(np.Kind, np.Files, np.RepositoryID, np.VersionID); err != nil {
 		return Proposal{}, false, err
@@ -186,6 +188,22 @@ func (s *Store) CreateProposal(ctx context.Context, np NewProposal) (Proposal, b
 		if p.ContentHash != hash || p.Kind != np.Kind || p.Name != np.Name {
 			return Proposal{}, false, relay.Errorf(relay.CodeIdempotencyConflict,
 				"idempotency_key %q was already used in room %q for other content (proposal %s)", np.IdempotencyKey, np.RoomID, p.ID)
+		}
+		return p, true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Proposal{}, false, fmt.Errorf("rooms: create proposal: %w", err)
+	}
+	// Content dedupe: a retry with a fresh key (a client that lost the
+	// answer and drew a new random key) must not give the owner a second
+	// card for the same content while the first still waits.
+	err = tx.QueryRowContext(ctx, `SELECT id FROM proposals WHERE room_id = ? AND state = 'pending'
+		AND kind = ? AND name = ? AND content_hash = ? ORDER BY created_at, id LIMIT 1`,
+		np.RoomID, string(np.Kind), np.Name, hash).Scan(&existingID)
+	switch {
+	case err == nil:
+		p, err := s.proposal(ctx, tx, existingID)
+		if err != nil {
+			return Proposal{}, false, err
 		}
 		return p, true, nil
 	case !errors.Is(err, sql.ErrNoRows):

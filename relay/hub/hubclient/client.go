@@ -211,3 +211,33 @@ func (c *Client) WaitProposal(ctx context.Context, deviceID, proposalID string, 
 	}
 	return &out, nil
 }
+
+// CreateClientToken issues a client (MCP) token for project with scope
+// hubapi.ScopeRead or hubapi.ScopeWrite. Its Token field is the secret,
+// shown this once.
+func (c *Client) CreateClientToken(ctx context.Context, project, scope, name string) (*hubapi.ClientToken, error) {
+	var out hubapi.ClientToken
+	req := hubapi.ClientTokenRequest{Project: project, Scope: scope, Name: name}
+	if err := c.do(ctx, http.MethodPost, "/v1/client-tokens", c.Token, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ClientTokens lists client tokens (never their secrets).
+func (c *Client) ClientTokens(ctx context.Context) ([]hubapi.ClientToken, error) {
+	var out hubapi.ClientTokenList
+	if err := c.do(ctx, http.MethodGet, "/v1/client-tokens", c.Token, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Tokens, nil
+}
+
+// RevokeClientToken revokes a client token on every hub node.
+func (c *Client) RevokeClientToken(ctx context.Context, id string) (*hubapi.ClientToken, error) {
+	var out hubapi.ClientToken
+	if err := c.do(ctx, http.MethodPost, "/v1/client-tokens/"+url.PathEscape(id)+"/revoke", c.Token, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

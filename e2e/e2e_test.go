@@ -379,7 +379,7 @@ func TestRevokeStopsAgent(t *testing.T) {
 
 // mountHub is what `roomrelay hub` serves: the MCP front and the hub.
 func mountHub(h *hub.Hub) http.Handler {
-	front, err := mcpfront.New(mcpfront.Config{Hub: h, Logger: slog.New(slog.DiscardHandler)})
+	front, err := mcpfront.New(mcpfront.Config{Hub: h, Logger: slog.New(slog.DiscardHandler), ProgressEvery: 200 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// bearerTransport adds a client token to every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpSession connects the go-sdk client to the hub's /mcp with a token.
+// progress counts progress notifications it receives.
+func mcpSession(t testing.TB, h *runningHub, token string, progress *atomic.Int64) *mcp.ClientSession {
+	t.Helper()
+	opts := &mcp.ClientOptions{}
+	if progress != nil {
+		opts.ProgressNotificationHandler = func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "roomrelay-e2e", Version: "test"}, opts)
+	tr := &mcp.StreamableClientTransport{Endpoint: h.URL() + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("mcp connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// clientToken issues a client token through the admin API.
+func clientToken(t testing.TB, h *runningHub, project, scope string) *hubapi.ClientToken {
+	t.Helper()
+	tok, err := h.client.CreateClientToken(context.Background(), project, scope, "e2e-"+scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// tool calls one tool and fails the test on a protocol error (a tool error
+// is a result, for the caller to check).
+func tool(t testing.TB, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func resultText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// wantOK fails unless r is a success, and decodes its structuredContent.
+func wantOK[T any](t testing.TB, what string, r *mcp.CallToolResult) T {
+	t.Helper()
+	var out T
+	if r.IsError {
+		t.Fatalf("%s: tool error %q", what, resultText(r))
+	}
+	b, _ := json.Marshal(r.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: structuredContent %s: %v", what, b, err)
+	}
+	if resultText(r) == "" {
+		t.Errorf("%s: no text content", what)
+	}
+	return out
+}
+
+// wantCode fails unless r is a tool error whose text starts with code.
+func wantCode(t testing.TB, what string, r *mcp.CallToolResult, code string) string {
+	t.Helper()
+	text := resultText(r)
+	if !r.IsError || !strings.HasPrefix(text, code+": ") {
+		t.Fatalf("%s: got isError=%v %q, want %s", what, r.IsError, text, code)
+	}
+	if r.StructuredContent != nil {
+		t.Errorf("%s: an error result carries structuredContent %v", what, r.StructuredContent)
+	}
+	return text
+}
+
+// directoryRoom is a list_local_rooms entry.
+type directoryRoom = hubapi.DirectoryRoom
+
+func listRooms(t testing.TB, cs *mcp.ClientSession) []directoryRoom {
+	t.Helper()
+	out := wantOK[struct {
+		Rooms []directoryRoom `json:"rooms"`
+	}](t, "list_local_rooms", tool(t, cs, "list_local_rooms", map[string]any{}))
+	return out.Rooms
+}

@@ -72,6 +72,13 @@ func startHub(t testing.TB, cfg hub.Config) *runningHub { return startHubAt(t, c
 
 // startHubAt serves the hub (and its MCP front) on addr ("" for any port).
 func startHubAt(t testing.TB, cfg hub.Config, addr string) *runningHub {
+	return startHubFront(t, cfg, addr, mcpfront.Config{})
+}
+
+// startHubFront is startHubAt with the MCP front's config. Unless set, the
+// front's per-token rate is high (tests make many calls) and its progress
+// interval short.
+func startHubFront(t testing.TB, cfg hub.Config, addr string, fcfg mcpfront.Config) *runningHub {
 	t.Helper()
 	cfg.AdminToken = adminToken
 	if cfg.Heartbeat == 0 {
@@ -92,7 +99,13 @@ func startHubAt(t testing.TB, cfg hub.Config, addr string) *runningHub {
 	case err := <-r.done:
 		t.Fatalf("hub did not start: %v", err)
 	}
-	r.srv = testutil.Serve(t, addr, mountHub(h))
+	if fcfg.TokenRate == 0 {
+		fcfg.TokenRate, fcfg.TokenBurst = 1_000_000, 100_000
+	}
+	if fcfg.ProgressEvery == 0 {
+		fcfg.ProgressEvery = 200 * time.Millisecond
+	}
+	r.srv = testutil.Serve(t, addr, mountHub(h, fcfg))
 	r.client = hubclient.New(r.URL(), adminToken)
 	t.Cleanup(func() { r.stop(t) })
 	return r
@@ -378,8 +391,10 @@ func TestRevokeStopsAgent(t *testing.T) {
 }
 
 // mountHub is what `roomrelay hub` serves: the MCP front and the hub.
-func mountHub(h *hub.Hub) http.Handler {
-	front, err := mcpfront.New(mcpfront.Config{Hub: h, Logger: slog.New(slog.DiscardHandler), ProgressEvery: 200 * time.Millisecond})
+func mountHub(h *hub.Hub, fcfg mcpfront.Config) http.Handler {
+	fcfg.Hub = h
+	fcfg.Logger = slog.New(slog.DiscardHandler)
+	front, err := mcpfront.New(fcfg)
 	if err != nil {
 		panic(err)
 	}

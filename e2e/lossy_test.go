@@ -11,9 +11,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
@@ -99,16 +102,21 @@ func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type lossRow struct {
-	strategy                        string
+	path, strategy                  string
 	calls, lost, cards, dups, early int
 	dupReplies, retried             int // duplicate=true answers; proposals that needed a retry
 }
 
-// TestLostResponses is the seed's table through the real relay: N
-// proposals, 5% of responses lost after the hub and agent acted. A client
-// retrying with the content-derived key gets N cards and no duplicates; one
-// using a fresh random key per attempt gets a duplicate card per lost
-// response. Nothing is in the launcher before approval in either run.
+// proposeFunc makes one proposal attempt; lost reports a response that
+// never arrived (the caller retries).
+type proposeFunc func(room, name string, files map[string]string, key string) (dup, lost bool)
+
+// TestLostResponses is the seed's table through the real relay, over the
+// HTTP API and over MCP: N proposals, 5% of responses lost after the hub
+// and agent acted. Retrying with the content-derived key gives N cards and
+// no duplicates; so does a fresh random key per attempt now, since the
+// device returns the pending proposal with the same content (content
+// dedupe). Nothing is in the launcher before approval in any run.
 func TestLostResponses(t *testing.T) {
 	n := 1000
 	if raceEnabled || testing.Short() {
@@ -120,86 +128,154 @@ func TestLostResponses(t *testing.T) {
 	dv.enableFast(t, "proj-a")
 	dv.start(t, h.URL())
 	waitState(t, h, dv.id, hubapi.StateOnline)
+	tok := clientToken(t, h, "proj-a", hubapi.ScopeWrite)
 
 	var rows []lossRow
-	for _, strategy := range []string{"random key per attempt", "content-derived key"} {
-		room := "room-random"
-		if strategy == "content-derived key" {
-			room = "room-content"
-		}
-		emptyRoom(t, dv, "proj-a", room)
-		proxy := startLossyProxy(t, h.URL(), 0.05, seed)
-		// A transport of its own, so a dropped connection is never reused.
-		tr := &http.Transport{}
-		defer tr.CloseIdleConnections()
-		cl := hubclient.New(proxy.URL(), adminToken)
-		cl.HTTP = &http.Client{Transport: tr, Timeout: 20 * time.Second}
-		row := lossRow{strategy: strategy}
-		for i := range n {
-			name := fmt.Sprintf("App %04d", i)
-			files := map[string]string{"src/App.tsx": fmt.Sprintf("export default function App() { return <p>%d</p> }\n", i)}
-			for attempt := 0; ; attempt++ {
-				if attempt == 10 {
-					t.Fatalf("%s: proposal %d failed 10 times", strategy, i)
-				}
-				key := relay.SnippetKey(room, name, files)
-				if strategy != "content-derived key" {
-					key = randomKey()
-				}
-				raw, _ := json.Marshal(map[string]any{"room_id": room, "name": name, "files": files, "idempotency_key": key})
-				row.calls++
-				// No command id: each attempt is a new command, so only the
-				// idempotency key can make a retry a duplicate.
-				res, _, err := cl.Command(context.Background(), dv.id, hubapi.CommandRequest{ProjectID: "proj-a",
-					Name: relay.CmdProposeRoomSnippetApp, Args: raw, TimeoutMS: 10000})
-				if err != nil {
-					if attempt == 0 {
-						row.retried++
+	for _, path := range []string{"HTTP API", "MCP"} {
+		for _, strategy := range []string{"random key per attempt", "content-derived key"} {
+			room := fmt.Sprintf("room-%d", len(rows))
+			emptyRoom(t, dv, "proj-a", room)
+			proxy := startLossyProxy(t, h.URL(), 0.05, seed)
+			var propose proposeFunc
+			if path == "MCP" {
+				eventually(t, room+" in the directory", func() bool {
+					rs, err := h.h.Rooms(context.Background(), "proj-a")
+					return err == nil && slices.ContainsFunc(rs, func(r hubapi.DirectoryRoom) bool { return r.RoomID == room })
+				})
+				propose = mcpProposer(t, proxy.URL(), tok.Token)
+			} else {
+				propose = httpProposer(t, proxy.URL(), dv.id)
+			}
+			row := lossRow{path: path, strategy: strategy}
+			for i := range n {
+				name := fmt.Sprintf("App %04d", i)
+				files := map[string]string{"src/App.tsx": fmt.Sprintf("export default function App() { return <p>%d</p> }\n", i)}
+				for attempt := 0; ; attempt++ {
+					if attempt == 10 {
+						t.Fatalf("%s %s: proposal %d failed 10 times", path, strategy, i)
 					}
-					continue // response lost: retry
+					key := relay.SnippetKey(room, name, files)
+					if strategy != "content-derived key" {
+						key = randomKey()
+					}
+					row.calls++
+					dup, lost := propose(room, name, files, key)
+					if lost {
+						if attempt == 0 {
+							row.retried++
+						}
+						continue
+					}
+					if dup {
+						row.dupReplies++
+					}
+					break
 				}
-				pr := decodeProposal(t, res)
-				if pr.Duplicate {
-					row.dupReplies++
+			}
+			proxy.mu.Lock()
+			row.lost = proxy.lost
+			proxy.mu.Unlock()
+			ps, err := dv.d.Store().ListProposals(context.Background(), rooms.ProposalFilter{ProjectID: "proj-a", RoomID: room, State: rooms.ProposalPending})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row.cards = len(ps)
+			seen := map[string]bool{}
+			for _, p := range ps {
+				if seen[p.Name] {
+					row.dups++
 				}
-				break
+				seen[p.Name] = true
 			}
+			row.early = launcherCount(t, dv, "proj-a", room)
+			rows = append(rows, row)
 		}
-		proxy.mu.Lock()
-		row.lost = proxy.lost
-		proxy.mu.Unlock()
-		ps, err := dv.d.Store().ListProposals(context.Background(), rooms.ProposalFilter{ProjectID: "proj-a", RoomID: room, State: rooms.ProposalPending})
-		if err != nil {
-			t.Fatal(err)
-		}
-		row.cards = len(ps)
-		seen := map[string]bool{}
-		for _, p := range ps {
-			if seen[p.Name] {
-				row.dups++
-			}
-			seen[p.Name] = true
-		}
-		row.early = launcherCount(t, dv, "proj-a", room)
-		rows = append(rows, row)
 	}
 
 	t.Logf("%d proposals, 5%% of responses lost after the hub answered (seed %d):", n, seed)
-	t.Logf("| key strategy | calls | lost responses | owner cards | duplicates | in launcher before approval |")
-	t.Logf("|---|---|---|---|---|---|")
+	t.Logf("| path | key strategy | calls | lost responses | owner cards | duplicates | in launcher before approval |")
+	t.Logf("|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		t.Logf("| %s | %d | %d | %d | %d | %d |", r.strategy, r.calls, r.lost, r.cards, r.dups, r.early)
+		t.Logf("| %s | %s | %d | %d | %d | %d | %d |", r.path, r.strategy, r.calls, r.lost, r.cards, r.dups, r.early)
 	}
-	random, content := rows[0], rows[1]
-	if content.cards != n || content.dups != 0 || content.calls != n+content.lost || content.dupReplies != content.retried {
-		t.Errorf("content-derived key: %+v, want %d cards, 0 duplicates, a duplicate answer for each retried proposal", content, n)
+	for _, r := range rows {
+		// MCP counts lost initialize requests too (a new session after a
+		// drop), so only the HTTP rows tie calls to lost responses exactly.
+		if r.cards != n || r.dups != 0 || r.dupReplies != r.retried || r.lost == 0 || (r.path == "HTTP API" && r.calls != n+r.lost) {
+			t.Errorf("%s, %s: %+v, want %d cards, 0 duplicates, a duplicate answer for each retried proposal", r.path, r.strategy, r, n)
+		}
+		if r.early != 0 {
+			t.Errorf("%s, %s: %d apps in the launcher before any approval", r.path, r.strategy, r.early)
+		}
 	}
-	if random.lost == 0 || random.dups != random.lost || random.cards != n+random.lost {
-		t.Errorf("random key: %+v, want a duplicate card per lost response", random)
+}
+
+// httpProposer proposes through the admin HTTP API.
+func httpProposer(t *testing.T, base, dev string) proposeFunc {
+	// A transport of its own, so a dropped connection is never reused.
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	cl := hubclient.New(base, adminToken)
+	cl.HTTP = &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	return func(room, name string, files map[string]string, key string) (bool, bool) {
+		raw, _ := json.Marshal(map[string]any{"room_id": room, "name": name, "files": files, "idempotency_key": key})
+		// No command id: each attempt is a new command, so only the
+		// idempotency key or the content can make a retry a duplicate.
+		res, _, err := cl.Command(context.Background(), dev, hubapi.CommandRequest{ProjectID: "proj-a",
+			Name: relay.CmdProposeRoomSnippetApp, Args: raw, TimeoutMS: 10000})
+		if err != nil {
+			return false, true
+		}
+		return decodeProposal(t, res).Duplicate, false
 	}
-	if random.early != 0 || content.early != 0 {
-		t.Errorf("apps in the launcher before any approval: %d, %d", random.early, content.early)
+}
+
+// mcpProposer proposes with the go-sdk client; after a lost response it
+// connects a new session, as a client whose connection broke does.
+func mcpProposer(t *testing.T, base, token string) proposeFunc {
+	var cs *mcp.ClientSession
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: bearerTransportVia{token, tr}, Timeout: 20 * time.Second}
+	return func(room, name string, files map[string]string, key string) (bool, bool) {
+		ctx := context.Background()
+		if cs == nil {
+			c := mcp.NewClient(&mcp.Implementation{Name: "lossy", Version: "test"}, nil)
+			s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+			if err != nil {
+				return false, true
+			}
+			cs = s
+			t.Cleanup(func() { s.Close() })
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: relay.CmdProposeRoomSnippetApp,
+			Arguments: map[string]any{"room_id": room, "name": name, "files": files, "idempotency_key": key}})
+		if err != nil {
+			cs.Close()
+			cs = nil
+			return false, true
+		}
+		var out struct {
+			Duplicate bool `json:"duplicate"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if res.IsError || json.Unmarshal(b, &out) != nil {
+			t.Fatalf("propose over MCP: %s", resultText(res))
+		}
+		return out.Duplicate, false
 	}
+}
+
+// bearerTransportVia is bearerTransport over a given transport.
+type bearerTransportVia struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearerTransportVia) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
 }
 
 func randomKey() string {

@@ -1,0 +1,96 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// TestDirectoryFromAHostileDevice: a device can place rooms only in the
+// projects the hub enrolled it for, well-formed and bounded; rooms_changed
+// replaces its directory; an agent without a directory leaves it alone;
+// revoking the device removes its rooms.
+func TestDirectoryFromAHostileDevice(t *testing.T) {
+	th := startHub(t, Config{})
+	ctx := context.Background()
+	dev, tok := th.enroll("p1")
+
+	hello := helloFor(dev)
+	hello.Rooms = []relay.RoomEntry{
+		{Project: "p1", RoomID: "room-1", Name: "Standup"},
+		{Project: "p2", RoomID: "room-x", Name: "not enrolled for p2"},
+		{Project: "p1", RoomID: "../bad id", Name: "malformed"},
+		{Project: "p1", RoomID: "room-long", Name: strings.Repeat("é", 300)},
+	}
+	for i := range relay.MaxDirectoryRooms + 10 {
+		hello.Rooms = append(hello.Rooms, relay.RoomEntry{Project: "p1", RoomID: "bulk-" + strconv.Itoa(i), Name: "b"})
+	}
+	conn, _, err := dialRaw(th.wsURL(), tok, []string{relay.Subprotocol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.WriteMessage(websocket.TextMessage, mustEncode(t, hello)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := conn.ReadMessage(); err != nil { // welcome
+		t.Fatal(err)
+	}
+	th.waitState(dev, hubapi.StateOnline)
+
+	p1, err := th.Rooms(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p1) != relay.MaxDirectoryRooms {
+		t.Errorf("p1 has %d rooms, want the bound %d", len(p1), relay.MaxDirectoryRooms)
+	}
+	for _, r := range p1 {
+		if r.RoomID == "../bad id" || len(r.Name) > relay.MaxRoomNameBytes {
+			t.Errorf("kept %q (name %d bytes)", r.RoomID, len(r.Name))
+		}
+	}
+	if p2, err := th.Rooms(ctx, "p2"); err != nil || len(p2) != 0 {
+		t.Fatalf("p2 (not enrolled): %+v %v", p2, err)
+	}
+	if d, err := th.ResolveRoom(ctx, "p1", "room-1"); err != nil || d != dev {
+		t.Fatalf("resolve room-1: %q %v", d, err)
+	}
+
+	// rooms_changed replaces the whole directory.
+	data, _ := json.Marshal(relay.RoomsChanged{Rooms: []relay.RoomEntry{{Project: "p1", RoomID: "room-2", Name: "Retro"}}})
+	if err := conn.WriteMessage(websocket.TextMessage, mustEncode(t, &relay.Event{Event: relay.EventRoomsChanged, Time: time.Now(), Data: data})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "directory replaced", func() bool {
+		rs, err := th.Rooms(ctx, "p1")
+		return err == nil && len(rs) == 1 && rs[0].RoomID == "room-2" && rs[0].Name == "Retro"
+	})
+	if _, e := th.ResolveRoom(ctx, "p1", "room-1"); e == nil || e.Code != relay.CodeNotFound {
+		t.Fatalf("room-1 after replace: %v", e)
+	}
+
+	// An older agent (no rooms field) reconnecting leaves the directory.
+	conn.Close()
+	a := dialAgent(t, th.wsURL(), tok, dev) // helloFor sends no rooms
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	if rs, _ := th.Rooms(ctx, "p1"); len(rs) != 1 {
+		t.Fatalf("an agent without a directory changed it: %+v", rs)
+	}
+
+	if _, err := th.Revoke(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := th.Rooms(ctx, "p1"); len(rs) != 0 {
+		t.Fatalf("a revoked device's rooms stayed: %+v", rs)
+	}
+}

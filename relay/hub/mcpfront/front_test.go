@@ -1,0 +1,212 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+const admin = "rra_front-test"
+
+// frontHub is a real hub (embedded NATS) with the front mounted, and a
+// scripted device: each room "code-<code>" answers every command with that
+// error code, room "silent" never answers, room "ok" echoes.
+type frontHub struct {
+	url   string
+	cl    *hubclient.Client
+	write string
+	read  string
+}
+
+func startFront(t *testing.T, fcfg Config) *frontHub {
+	t.Helper()
+	h, err := hub.New(hub.Config{DataDir: t.TempDir(), AdminToken: admin, Heartbeat: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcfg.Hub = h
+	f, err := New(fcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	f.Mount(mux)
+	mux.Handle("/", h.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	<-h.Ready()
+	srv := testutil.Serve(t, "", mux)
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+
+	fh := &frontHub{url: srv.URL(), cl: hubclient.New(srv.URL(), admin)}
+	pc, err := fh.cl.Pair(ctx, "p1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, err := fh.cl.Enroll(ctx, pc.Code, "fake", "linux", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms := []relay.RoomEntry{{Project: "p1", RoomID: "ok", Name: "ok"}, {Project: "p1", RoomID: "silent", Name: "silent"}}
+	for _, c := range relay.Codes() {
+		rooms = append(rooms, relay.RoomEntry{Project: "p1", RoomID: "code-" + string(c), Name: string(c)})
+	}
+	fakeDevice(t, "ws://"+srv.Addr()+relay.ConnectPath, en.Token, en.DeviceID, rooms)
+	for _, s := range []string{hubapi.ScopeWrite, hubapi.ScopeRead} {
+		tok, err := fh.cl.CreateClientToken(ctx, "p1", s, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s == hubapi.ScopeWrite {
+			fh.write = tok.Token
+		} else {
+			fh.read = tok.Token
+		}
+	}
+	return fh
+}
+
+func fakeDevice(t *testing.T, url, token, dev string, rooms []relay.RoomEntry) {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{relay.Subprotocol}}
+	conn, _, err := d.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	hello, _ := relay.Encode(&relay.Hello{Protocol: relay.ProtocolVersion, AgentVersion: "fake", DeviceID: dev, OS: "linux", Rooms: rooms})
+	if err := conn.WriteMessage(websocket.TextMessage, hello); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := conn.ReadMessage(); err != nil { // welcome
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			f, err := relay.Decode(data, 0)
+			cmd, ok := f.(*relay.Command)
+			if err != nil || !ok {
+				continue
+			}
+			var a struct {
+				RoomID string `json:"room_id"`
+			}
+			_ = json.Unmarshal(cmd.Args, &a)
+			res := &relay.Result{ID: cmd.ID, OK: true, Result: json.RawMessage(`{"id":"ok","name":"ok","app_count":0,"pending_proposals":0}`)}
+			switch {
+			case a.RoomID == "silent":
+				continue
+			case strings.HasPrefix(a.RoomID, "code-"):
+				res = &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.Code(strings.TrimPrefix(a.RoomID, "code-")), "the device says so")}
+			}
+			b, _ := relay.Encode(res)
+			if conn.WriteMessage(websocket.TextMessage, b) != nil {
+				return
+			}
+		}
+	}()
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func session(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "front-test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + Path, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) (bool, string) {
+	t.Helper()
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if r.IsError && r.StructuredContent != nil {
+		t.Errorf("%s: error result with structuredContent", name)
+	}
+	var text string
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	return r.IsError, text
+}
+
+// TestEveryDeviceCodeIsAToolError: whatever code the device answers with
+// reaches the model as isError with the code first and a hint after it,
+// and a device that never answers is expired.
+func TestEveryDeviceCodeIsAToolError(t *testing.T) {
+	fh := startFront(t, Config{CommandTimeout: 300 * time.Millisecond})
+	cs := session(t, fh.url, fh.write)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		isErr, _ := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "ok"})
+		if !isErr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fake device's rooms never reached the directory")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range relay.Codes() {
+		isErr, text := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "code-" + string(c)})
+		if !isErr || !strings.HasPrefix(text, string(c)+": the device says so.") || hints[c] == "" || !strings.HasSuffix(text, hints[c]) {
+			t.Errorf("%s: isError=%v %q", c, isErr, text)
+		}
+	}
+	isErr, text := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "silent"})
+	if !isErr || !strings.HasPrefix(text, "expired: ") {
+		t.Errorf("silent device: isError=%v %q", isErr, text)
+	}
+}
+
+func TestTokenLimiter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := newTokenLimiter(60, 2, func() time.Time { return now })
+	for i := range 2 {
+		if ok, _ := l.allow("a"); !ok {
+			t.Fatalf("call %d in the burst refused", i)
+		}
+	}
+	ok, wait := l.allow("a")
+	if ok || wait != time.Second {
+		t.Fatalf("over the burst: %v %v, want refused with 1s", ok, wait)
+	}
+	if ok, _ := l.allow("b"); !ok {
+		t.Fatal("another token limited")
+	}
+	now = now.Add(time.Second)
+	if ok, _ := l.allow("a"); !ok {
+		t.Fatal("no refill after a second at 60/min")
+	}
+}

@@ -182,7 +182,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	store.Close()
 	d.say("device: local room %q with 2 apps (and SDK storage the reads must never return)", room.ID)
 	// What `roomrelay enable demo-project` writes, with a rate limit raised
-	// for the latency loop below (the default is 60/min, burst 10).
+	// for the latency loop below (the default is 120/min, burst 30).
 	pol, err := allowlist.Parse([]byte("version 1\nproject " + demoProject + "\n  enabled yes\n  commands read_room list_room_apps read_room_app_status\n  rate 6000/min burst 100\n"))
 	if err != nil {
 		return err
@@ -344,6 +344,14 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 		}
 	}
 
+	// --- the MCP front: a coding agent's view -------------------------------
+	mcpCall, mcpSession, err := d.demoMCP(ctx, hubURL, admin)
+	if err != nil {
+		return err
+	}
+	defer mcpSession.Close()
+	d.mcpStep(ctx, mcpCall, mcpSession, p.Data, room.ID, files)
+
 	// --- audit -------------------------------------------------------------
 	entries, err := dm.Audit().Query(audit.Filter{Limit: 4})
 	if err != nil {
@@ -377,6 +385,9 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	res, _ = callHub(relay.CmdReadRoom, map[string]any{"room_id": room.ID})
 	d.expect(!res.OK && res.Error.Code == relay.CodeDeviceOffline, "offline device: %+v", res)
 	d.detail("cloud: read_room now → %s", res.Error.Code)
+	r := mcpCall(relay.CmdReadRoom, map[string]any{"room_id": room.ID})
+	d.expect(r.IsError && strings.HasPrefix(mcpText(r), "device_offline"), "MCP read_room offline: %s", mcpText(r))
+	d.say("MCP client: read_room now → %s", mcpText(r))
 
 	fmt.Fprintln(d.e.Stdout)
 	if d.fails > 0 {

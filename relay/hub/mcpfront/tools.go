@@ -189,7 +189,11 @@ func (f *Front) listRooms(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	for _, r := range rooms {
 		parts = append(parts, fmt.Sprintf("%s (%s, %s)", r.Name, r.RoomID, r.Presence.State))
 	}
-	text := fmt.Sprintf("%d local rooms: %s.", len(rooms), strings.Join(parts, "; "))
+	noun := "rooms"
+	if len(rooms) == 1 {
+		noun = "room"
+	}
+	text := fmt.Sprintf("%d local %s: %s.", len(rooms), noun, strings.Join(parts, "; "))
 	if len(rooms) == 0 {
 		text = "No local rooms: no laptop serves this project yet (the owner runs `roomrelay enable PROJECT` there)."
 	}

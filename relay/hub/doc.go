@@ -1,7 +1,16 @@
 // Package hub is roomrelay's cloud end: the agent websocket endpoint,
-// enrollment, presence, command routing and the admin HTTP API, all stored
-// and routed through NATS (an embedded in-process server with JetStream by
-// default, or an external server by URL; one code path for both).
+// enrollment, presence, command routing, the room directory, client tokens
+// and the admin HTTP API, all stored and routed through NATS (an embedded
+// in-process server with JetStream by default, or an external server by
+// URL; one code path for both).
+//
+// The hub is a library: New, then Run(ctx) for NATS and the dispatcher, and
+// Handler() served on the caller's own listener (cli/hub_serve.go owns the
+// http.Server, its timeouts and TLS). Its Go API (Command, WaitProposal,
+// Rooms, ResolveRoom, Device, Devices, Presence, Pair, Enroll, Revoke, the
+// client token methods) is what the HTTP handlers and package mcpfront call;
+// Track wraps a caller's handler (the MCP front) in the hub's readiness and
+// shutdown.
 //
 // # HTTP API
 //
@@ -12,12 +21,15 @@
 //	POST /v1/pairing-codes        admin  {project, ttl_seconds?} → 201 {code, project, expires_at}
 //	POST /v1/enroll               -      {code, device_name, os} → 200 {device_id, token, project, projects}
 //	                                     with a device bearer token: adds the project to that device
-//	GET  /v1/devices              admin  → {devices: [device...]}
+//	GET  /v1/devices[?project=P]  admin  → {devices: [device...]}
 //	GET  /v1/devices/{id}         admin  → device (presence, projects, policy, os, agent_version, last_seen)
 //	POST /v1/devices/{id}/revoke  admin  → device (revoked; its socket is closed with 4003)
 //	POST /v1/devices/{id}/commands admin {id?, project_id, name, args?, timeout_ms?} → result
 //	GET  /v1/devices/{id}/proposals/{pid}?wait=30s
 //	                              admin  → {proposal_id, state, project?, room_id?, instance_id?, decided_at?}
+//	POST /v1/client-tokens        admin  {project, scope: read|write, name?} → 201 {id, token, ...} (token shown once)
+//	GET  /v1/client-tokens        admin  → {tokens: [{id, name, project, scope, created, last_used?, revoked?}]}
+//	POST /v1/client-tokens/{id}/revoke admin → the token, revoked
 //	GET  /v1/agent/connect        device websocket, subprotocol roomrelay.v1
 //	GET  /v1/healthz              -      → {status, node}
 //
@@ -59,7 +71,10 @@
 // project, expiry, use; kept 24 h), rr_presence (device id → state, session,
 // node, last refresh; history 1), rr_proposals (device.proposal → the
 // proposal_decided event; routed.device.proposal → a proposal id a device
-// returned through this hub). Stream RR_EVENTS keeps rr.events.> for 7 days.
+// returned through this hub), rr_rooms (b64(project).b64(room).device → the
+// room's name: the directory, at most relay.MaxDirectoryRooms per device),
+// rr_clients (id.<id> → a client token's record; h.<sha256> → its id,
+// deleted on revoke). Stream RR_EVENTS keeps rr.events.> for 7 days.
 //
 // Subjects: rr.dev.<id>.cmd (requests to the node holding the socket; no
 // responders means device_offline), rr.dev.<id>.ctl (kick, revoke, and

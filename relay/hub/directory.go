@@ -3,11 +3,13 @@ package hub
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -19,7 +21,8 @@ import (
 
 // The room directory: which device serves which room, as the devices report
 // it (hello, rooms_changed). A model names a room, never a device; every
-// room tool resolves its device here.
+// room tool resolves its device here. Writes go to rr_rooms; every node
+// reads its own mirror of the bucket, kept by a KV watch.
 //
 // One key per (project, room, device) in rr_rooms:
 // b64(project) "." b64(room) "." device. Listing a project's rooms, a
@@ -118,6 +121,132 @@ func (s *store) roomKeys(ctx context.Context, filter string) ([]string, error) {
 	return out, nil
 }
 
+// mirror is this node's copy of rr_rooms, kept by a KV watch (Run's
+// watchDirectory), so listing and resolving rooms read memory instead of
+// creating a JetStream consumer per call. Index: project → room → device.
+type mirror struct {
+	mu    sync.RWMutex
+	ready chan struct{} // closed once the watch delivered the initial values
+	rooms map[string]map[string]map[string]roomRec
+}
+
+func newMirror() *mirror {
+	return &mirror{ready: make(chan struct{}), rooms: map[string]map[string]map[string]roomRec{}}
+}
+
+func (m *mirror) put(rec roomRec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byRoom := m.rooms[rec.Project]
+	if byRoom == nil {
+		byRoom = map[string]map[string]roomRec{}
+		m.rooms[rec.Project] = byRoom
+	}
+	byDev := byRoom[rec.RoomID]
+	if byDev == nil {
+		byDev = map[string]roomRec{}
+		byRoom[rec.RoomID] = byDev
+	}
+	byDev[rec.Device] = rec
+}
+
+func (m *mirror) remove(key string) {
+	project, room, dev, ok := splitRoomKey(key)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byRoom := m.rooms[project]
+	delete(byRoom[room], dev)
+	if len(byRoom[room]) == 0 {
+		delete(byRoom, room)
+	}
+	if len(byRoom) == 0 {
+		delete(m.rooms, project)
+	}
+}
+
+// project returns a copy of one project's rooms: room → its claims.
+func (m *mirror) project(p string) map[string][]roomRec {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[string][]roomRec, len(m.rooms[p]))
+	for room, byDev := range m.rooms[p] {
+		for _, rec := range byDev {
+			out[room] = append(out[room], rec)
+		}
+	}
+	return out
+}
+
+func (m *mirror) room(p, room string) []roomRec {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []roomRec
+	for _, rec := range m.rooms[p][room] {
+		out = append(out, rec)
+	}
+	return out
+}
+
+func splitRoomKey(key string) (project, room, dev string, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	p, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	r, err2 := base64.RawURLEncoding.DecodeString(parts[1])
+	if err1 != nil || err2 != nil {
+		return "", "", "", false
+	}
+	return string(p), string(r), parts[2], true
+}
+
+// watchDirectory keeps h.dir in step with rr_rooms until ctx ends.
+func (h *Hub) watchDirectory(ctx context.Context, w jetstream.KeyWatcher) {
+	defer w.Stop()
+	initial := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				h.log.Error("room directory watch ended; the directory on this node stops changing")
+				return
+			}
+			if e == nil {
+				if initial {
+					initial = false
+					close(h.dir.ready)
+				}
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				h.dir.remove(e.Key())
+				continue
+			}
+			var rec roomRec
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				h.log.Warn("unreadable directory entry", "key", e.Key(), "err", err)
+				continue
+			}
+			h.dir.put(rec)
+		}
+	}
+}
+
+// dirReady waits for the mirror's initial values.
+func (h *Hub) dirReady(ctx context.Context) error {
+	select {
+	case <-h.dir.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Rooms lists the directory of a project: every room a device serves, with
 // the device's presence, by name then id. A room two devices claim is
 // listed once with both in Devices and Conflict set.
@@ -125,45 +254,31 @@ func (h *Hub) Rooms(ctx context.Context, project string) ([]hubapi.DirectoryRoom
 	if !projectRe.MatchString(project) {
 		return nil, errInvalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
 	}
-	keys, err := h.st.roomKeys(ctx, enc(project)+".*.*")
-	if err != nil {
+	if err := h.dirReady(ctx); err != nil {
 		return nil, unavailable("read the room directory", err)
 	}
-	byRoom := map[string]*hubapi.DirectoryRoom{}
 	presence := map[string]hubapi.Presence{}
-	for _, k := range keys {
-		rec, _, err := getJSON[roomRec](ctx, h.st.rooms, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // removed while listing
-		}
-		if err != nil {
-			return nil, unavailable("read the room directory", err)
-		}
-		p, ok := presence[rec.Device]
+	out := []hubapi.DirectoryRoom{}
+	for _, claims := range h.dir.project(project) {
+		slices.SortFunc(claims, func(a, b roomRec) int { return strings.Compare(a.Device, b.Device) })
+		first := claims[0]
+		p, ok := presence[first.Device]
 		if !ok {
-			if p, err = h.Presence(ctx, rec.Device); err != nil {
+			var err error
+			if p, err = h.Presence(ctx, first.Device); err != nil {
 				return nil, err
 			}
-			presence[rec.Device] = p
+			presence[first.Device] = p
 		}
-		r := byRoom[rec.RoomID]
-		if r == nil {
-			r = &hubapi.DirectoryRoom{RoomID: rec.RoomID, Name: rec.Name, Project: rec.Project, DeviceID: rec.Device,
-				Presence: hubapi.RoomPresence{State: p.State, LastSeen: p.LastSeen}}
-			byRoom[rec.RoomID] = r
-		} else {
+		r := hubapi.DirectoryRoom{RoomID: first.RoomID, Name: first.Name, Project: first.Project, DeviceID: first.Device,
+			Presence: hubapi.RoomPresence{State: p.State, LastSeen: p.LastSeen}}
+		if len(claims) > 1 {
 			r.Conflict = true
+			for _, c := range claims {
+				r.Devices = append(r.Devices, c.Device)
+			}
 		}
-		r.Devices = append(r.Devices, rec.Device)
-	}
-	out := make([]hubapi.DirectoryRoom, 0, len(byRoom))
-	for _, r := range byRoom {
-		if !r.Conflict {
-			r.Devices = nil
-		} else {
-			slices.Sort(r.Devices)
-		}
-		out = append(out, *r)
+		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b hubapi.DirectoryRoom) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
@@ -182,20 +297,19 @@ func (h *Hub) ResolveRoom(ctx context.Context, project, room string) (string, *r
 	if !projectRe.MatchString(project) || !roomIDRe.MatchString(room) {
 		return "", relay.RoomNotFound(clipName(room))
 	}
-	keys, err := h.st.roomKeys(ctx, enc(project)+"."+enc(room)+".*")
-	if err != nil {
-		h.log.Error("read the room directory", "err", err)
-		return "", relay.Errorf(relay.CodeInternal, "the hub could not read its room directory; retry")
+	if err := h.dirReady(ctx); err != nil {
+		return "", relay.Errorf(relay.CodeInternal, "the hub's room directory is not loaded yet; retry")
 	}
-	switch len(keys) {
+	claims := h.dir.room(project, room)
+	switch len(claims) {
 	case 0:
 		return "", relay.RoomNotFound(room)
 	case 1:
-		return keys[0][strings.LastIndexByte(keys[0], '.')+1:], nil
+		return claims[0].Device, nil
 	}
-	devs := make([]string, 0, len(keys))
-	for _, k := range keys {
-		devs = append(devs, k[strings.LastIndexByte(k, '.')+1:])
+	devs := make([]string, 0, len(claims))
+	for _, c := range claims {
+		devs = append(devs, c.Device)
 	}
 	slices.Sort(devs)
 	return "", relay.Errorf(relay.CodeNotFound,

@@ -37,6 +37,7 @@ type Hub struct {
 	upgrader  websocket.Upgrader
 	enrollLim *failLimiter // failed enrollments per client address (this node)
 	uses      tokenUse     // when this node last recorded each client token's use
+	dir       *mirror      // this node's copy of the room directory
 	mux       *http.ServeMux
 
 	mu       sync.Mutex
@@ -62,6 +63,7 @@ func New(cfg Config) (*Hub, error) {
 		sessions:  make(map[string]*session),
 		bySub:     make(map[*nats.Subscription]*session),
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
+		dir:       newMirror(),
 	}
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:     []string{relay.Subprotocol},
@@ -170,10 +172,16 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("hub: flush NATS: %w", err)
 	}
 
-	var wg sync.WaitGroup
 	loopCtx, stopLoops := context.WithCancel(context.Background())
+	defer stopLoops()
+	dirWatch, err := h.st.rooms.WatchAll(loopCtx)
+	if err != nil {
+		return fmt.Errorf("hub: watch the room directory: %w", err)
+	}
+	var wg sync.WaitGroup
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
 	wg.Go(func() { h.refreshLoop(loopCtx) })
+	wg.Go(func() { h.watchDirectory(loopCtx, dirWatch) })
 
 	h.runCtx = ctx
 	close(h.ready)

@@ -125,19 +125,22 @@ func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL strin
 		s.runErr = h.Run(hctx)
 		close(s.runEnded)
 	}()
+	// The port is taken at once (a clash fails fast) but served only once
+	// the hub is ready: a client that connects early waits in the backlog
+	// instead of getting 503 starting.
+	select {
+	case <-h.Ready():
+	case <-s.runEnded:
+		ln.Close()
+		stop()
+		return nil, s.runErr
+	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.serveErr <- fmt.Errorf("hub: serve: %w", err)
 		}
 	}()
-	select {
-	case <-h.Ready():
-		return s, nil
-	case <-s.runEnded:
-		s.srv.Close()
-		stop()
-		return nil, s.runErr
-	}
+	return s, nil
 }
 
 // wait serves until ctx ends (or serving fails), then stops the hub (which

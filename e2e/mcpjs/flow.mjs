@@ -5,7 +5,9 @@
 // (read-only), ROOMRELAY_SNIPPET_DIR, optional ROOMRELAY_EXPECT_NO_SANDBOX=1.
 //
 // stdout: progress lines start with "flow: "; the only lines that start with
-// "{" are the step records {"step":...} a Go test may watch for.
+// "{" are the step records {"step":...} a Go test may watch for. "proposed"
+// is emitted just before wait_for_review, once the checks that need the
+// proposal pending are done: the owner may approve it from then on.
 // Exit 0 = pass; otherwise a "flow: FAIL ..." message on stderr and exit 1.
 import { createHash, randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
@@ -171,7 +173,7 @@ async function main() {
   check(p1.state === "pending_review", `propose: state ${brief(p1.state)}, want "pending_review"`);
   check(p1.duplicate === false, `propose: duplicate ${brief(p1.duplicate)}, want false (is the store clean?)`);
   const proposalId = p1.proposal_id;
-  record({ step: "proposed", proposal_id: proposalId, room_id: roomId });
+  log(`proposed ${proposalId}, pending review`);
 
   step = "f:idempotency";
   const p2 = expectOK(await call(client, "propose_room_snippet_app", proposeArgs), "propose (same key)");
@@ -199,6 +201,10 @@ async function main() {
   log("read-only token refused rooms:write ok");
 
   step = "h:wait_for_review";
+  // Only now may the owner decide: the checks above rely on the proposal
+  // still being pending (content dedupe matches pending proposals only), so
+  // the "proposed" record, the Go test's cue to approve, comes after them.
+  record({ step: "proposed", proposal_id: proposalId, room_id: roomId });
   let progress = 0;
   const w = await client.callTool(
     { name: "wait_for_review", arguments: { room_id: roomId, proposal_id: proposalId, timeout_seconds: 50 } },

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,12 +39,14 @@ type Hub struct {
 	enrollLim *failLimiter // failed enrollments per client address (this node)
 	uses      tokenUse     // when this node last recorded each client token's use
 	dir       *mirror      // this node's copy of the room directory
+	newest    newest       // which of a device's sessions is the newest
 	mux       *http.ServeMux
 
 	mu       sync.Mutex
 	closing  bool
 	stopped  bool                            // Run has returned: NATS is gone
 	sessions map[string]*session             // by session id
+	byDev    map[string][]*session           // by device id (usually one)
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	sessWG   sync.WaitGroup
 	reqWG    sync.WaitGroup // HTTP handlers, including agent sockets
@@ -61,6 +64,7 @@ func New(cfg Config) (*Hub, error) {
 		log:       c.Logger.With("node", c.NodeName),
 		ready:     make(chan struct{}),
 		sessions:  make(map[string]*session),
+		byDev:     make(map[string][]*session),
 		bySub:     make(map[*nats.Subscription]*session),
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
@@ -282,6 +286,7 @@ func (h *Hub) register(s *session) bool {
 		return false
 	}
 	h.sessions[s.id] = s
+	h.byDev[s.dev] = append(h.byDev[s.dev], s)
 	h.sessWG.Add(1)
 	return true
 }
@@ -292,6 +297,12 @@ func (h *Hub) unregister(s *session) {
 	delete(h.sessions, s.id)
 	if s.sub != nil {
 		delete(h.bySub, s.sub)
+	}
+	if rest := slices.DeleteFunc(h.byDev[s.dev], func(o *session) bool { return o == s }); len(rest) > 0 {
+		h.byDev[s.dev] = rest
+	} else {
+		delete(h.byDev, s.dev)
+		h.newest.forget(s.dev)
 	}
 	if h.closing && len(h.sessions) == 0 && h.emptyCh != nil {
 		select {
@@ -306,13 +317,7 @@ func (h *Hub) unregister(s *session) {
 func (h *Hub) localSessions(dev string) []*session {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []*session
-	for _, s := range h.sessions {
-		if s.dev == dev {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.Clone(h.byDev[dev])
 }
 
 func (h *Hub) allSessions() []*session {

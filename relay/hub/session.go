@@ -228,7 +228,10 @@ func (s *session) run(hello *relay.Hello) {
 			if err != nil {
 				s.log.Warn("record hello", "err", err)
 			}
-			if err := s.goOnlineAndKick(); err != nil {
+			if err := s.goOnlineAndKick(); errors.Is(err, errSuperseded) {
+				s.log.Info("superseded while setting up", "epoch", s.epoch.Load())
+				s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
+			} else if err != nil {
 				s.log.Error("presence online", "err", err)
 				s.closeWith(websocket.CloseInternalServerErr, "hub could not record presence; retry")
 			} else {
@@ -480,8 +483,15 @@ func (s *session) goOnline(ctx context.Context) error {
 	}
 	s.pres, s.presRev = rec, rev
 	s.epoch.Store(rev)
+	if s.h.newest.superseded(s.dev, rev) {
+		return errSuperseded
+	}
 	return nil
 }
+
+// errSuperseded: a newer session of the device went online while this one
+// was setting up.
+var errSuperseded = errors.New("a newer session of this device took over")
 
 // setPresence rewrites this session's presence record with compare-and-set
 // on the revision it last wrote, so a stale session never overwrites a
@@ -620,124 +630,3 @@ func (s *session) sweepPending() {
 	}
 }
 
-func (s *session) handleEvent(ev *relay.Event) {
-	h := s.h
-	name := ev.Event
-	if !eventNameRe.MatchString(name) {
-		name = "other" // keep the subject a single safe token
-	}
-	rec := hubapi.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
-		ReceivedAt: h.cfg.Now().UTC(), Data: ev.Data}
-	body := mustJSON(rec)
-	if err := h.nc.Publish(eventSubject(s.dev, name), body); err != nil {
-		s.log.Warn("publish event", "event", ev.Event, "err", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	switch ev.Event {
-	case relay.EventSleeping:
-		s.setPresence(ctx, func(p *presenceRec) {
-			p.State, p.Since = hubapi.StateSleeping, h.cfg.Now().UTC()
-		})
-	case relay.EventPolicyChanged:
-		pol, ok := parsePolicy(ev.Data)
-		if !ok {
-			s.log.Info("policy_changed event without a readable policy")
-			return
-		}
-		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = pol; return nil }); err != nil {
-			s.log.Warn("record policy", "err", err)
-		}
-	case relay.EventRoomsChanged:
-		var rc relay.RoomsChanged
-		if json.Unmarshal(ev.Data, &rc) != nil || rc.Rooms == nil {
-			s.log.Info("rooms_changed event without a readable room list")
-			return
-		}
-		d, _, err := getJSON[deviceRec](ctx, h.st.devices, s.dev)
-		if err != nil {
-			s.log.Warn("read device for its directory", "err", err)
-			return
-		}
-		if err := h.setDirectory(ctx, d, rc.Rooms); err != nil {
-			s.log.Warn("record room directory", "err", err)
-		}
-	case relay.EventProposalDecided:
-		var d struct {
-			ProposalID string `json:"proposal_id"`
-		}
-		_ = json.Unmarshal(ev.Data, &d)
-		if !kvKeyRe.MatchString(d.ProposalID) {
-			s.log.Info("proposal_decided event without a usable proposal_id")
-			return
-		}
-		if _, err := h.st.proposals.Put(ctx, proposalKey(s.dev, d.ProposalID), body); err != nil {
-			s.log.Warn("record proposal decision", "err", err)
-		}
-	}
-}
-
-// parsePolicy accepts {"policy":[...]} or a bare [...].
-func parsePolicy(raw json.RawMessage) ([]relay.ProjectPolicy, bool) {
-	var wrapped struct {
-		Policy *[]relay.ProjectPolicy `json:"policy"`
-	}
-	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Policy != nil {
-		return *wrapped.Policy, true
-	}
-	var bare []relay.ProjectPolicy
-	if json.Unmarshal(raw, &bare) == nil && bare != nil {
-		return bare, true
-	}
-	return nil, false
-}
-
-func proposalKey(dev, proposal string) string { return dev + "." + proposal }
-
-// dispatch handles command deliveries for every session, and kick/revoke
-// messages for this node's sockets.
-func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-h.cmdCh:
-			h.mu.Lock()
-			s := h.bySub[m.Sub]
-			h.mu.Unlock()
-			if s == nil {
-				_ = m.Respond(mustJSON(&relay.Result{ID: "", Error: relay.Errorf(relay.CodeDeviceOffline, "the device disconnected")}))
-				continue
-			}
-			s.startCommand(m)
-		case m := <-ctl:
-			var c ctlMsg
-			if json.Unmarshal(m.Data, &c) != nil {
-				continue
-			}
-			dev := deviceFromCtl(m.Subject)
-			for _, s := range h.localSessions(dev) {
-				switch c.Op {
-				case "revoke":
-					s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
-				case "cancel":
-					s.cancelCommand(c.Command)
-				case "kick":
-					// Epoch 0 means still setting up: it will publish its own kick.
-					if e := s.epoch.Load(); s.id != c.Session && e != 0 && e < c.Epoch {
-						s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
-					}
-				}
-			}
-		}
-	}
-}
-
-// deviceFromCtl extracts <id> from rr.dev.<id>.ctl.
-func deviceFromCtl(subj string) string {
-	const pre, suf = "rr.dev.", ".ctl"
-	if len(subj) > len(pre)+len(suf) {
-		return subj[len(pre) : len(subj)-len(suf)]
-	}
-	return ""
-}

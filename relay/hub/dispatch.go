@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// This file is what arrives for a session from elsewhere: the agent's
+// events, routed commands and control messages (kick, revoke, cancel), and
+// the rule that decides which of a device's sessions is the newest.
+
+func (s *session) handleEvent(ev *relay.Event) {
+	h := s.h
+	name := ev.Event
+	if !eventNameRe.MatchString(name) {
+		name = "other" // keep the subject a single safe token
+	}
+	rec := hubapi.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
+		ReceivedAt: h.cfg.Now().UTC(), Data: ev.Data}
+	body := mustJSON(rec)
+	if err := h.nc.Publish(eventSubject(s.dev, name), body); err != nil {
+		s.log.Warn("publish event", "event", ev.Event, "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	switch ev.Event {
+	case relay.EventSleeping:
+		s.setPresence(ctx, func(p *presenceRec) {
+			p.State, p.Since = hubapi.StateSleeping, h.cfg.Now().UTC()
+		})
+	case relay.EventPolicyChanged:
+		pol, ok := parsePolicy(ev.Data)
+		if !ok {
+			s.log.Info("policy_changed event without a readable policy")
+			return
+		}
+		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = pol; return nil }); err != nil {
+			s.log.Warn("record policy", "err", err)
+		}
+	case relay.EventRoomsChanged:
+		var rc relay.RoomsChanged
+		if json.Unmarshal(ev.Data, &rc) != nil || rc.Rooms == nil {
+			s.log.Info("rooms_changed event without a readable room list")
+			return
+		}
+		d, _, err := getJSON[deviceRec](ctx, h.st.devices, s.dev)
+		if err != nil {
+			s.log.Warn("read device for its directory", "err", err)
+			return
+		}
+		if err := h.setDirectory(ctx, d, rc.Rooms); err != nil {
+			s.log.Warn("record room directory", "err", err)
+		}
+	case relay.EventProposalDecided:
+		var d struct {
+			ProposalID string `json:"proposal_id"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if !kvKeyRe.MatchString(d.ProposalID) {
+			s.log.Info("proposal_decided event without a usable proposal_id")
+			return
+		}
+		if _, err := h.st.proposals.Put(ctx, proposalKey(s.dev, d.ProposalID), body); err != nil {
+			s.log.Warn("record proposal decision", "err", err)
+		}
+	}
+}
+
+// parsePolicy accepts {"policy":[...]} or a bare [...].
+func parsePolicy(raw json.RawMessage) ([]relay.ProjectPolicy, bool) {
+	var wrapped struct {
+		Policy *[]relay.ProjectPolicy `json:"policy"`
+	}
+	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Policy != nil {
+		return *wrapped.Policy, true
+	}
+	var bare []relay.ProjectPolicy
+	if json.Unmarshal(raw, &bare) == nil && bare != nil {
+		return bare, true
+	}
+	return nil, false
+}
+
+func proposalKey(dev, proposal string) string { return dev + "." + proposal }
+
+// dispatch handles command deliveries for every session, and kick/revoke
+// messages for this node's sockets.
+func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-h.cmdCh:
+			h.mu.Lock()
+			s := h.bySub[m.Sub]
+			h.mu.Unlock()
+			if s == nil {
+				_ = m.Respond(mustJSON(&relay.Result{ID: "", Error: relay.Errorf(relay.CodeDeviceOffline, "the device disconnected")}))
+				continue
+			}
+			s.startCommand(m)
+		case m := <-ctl:
+			var c ctlMsg
+			if json.Unmarshal(m.Data, &c) != nil {
+				continue
+			}
+			dev := deviceFromCtl(m.Subject)
+			local := h.localSessions(dev)
+			if c.Op == "kick" && len(local) > 0 {
+				h.newest.kicked(dev, c.Epoch) // before reading epochs: see newest
+			}
+			for _, s := range local {
+				switch c.Op {
+				case "revoke":
+					s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
+				case "cancel":
+					s.cancelCommand(c.Command)
+				case "kick":
+					// Epoch 0 means still setting up: it checks h.newest
+					// once it stored its epoch (see goOnline).
+					if e := s.epoch.Load(); s.id != c.Session && e != 0 && e < c.Epoch {
+						s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
+					}
+				}
+			}
+		}
+	}
+}
+
+// deviceFromCtl extracts <id> from rr.dev.<id>.ctl.
+func deviceFromCtl(subj string) string {
+	const pre, suf = "rr.dev.", ".ctl"
+	if len(subj) > len(pre)+len(suf) {
+		return subj[len(pre) : len(subj)-len(suf)]
+	}
+	return ""
+}
+
+// newest decides "the newest session of a device wins" on this node. A
+// session's epoch is the presence revision its online write got; a kick
+// carries the epoch of a session that just went online (on any node).
+// Both orders of "a kick arrives" and "a session learns its epoch" end the
+// same way: the session with the lower epoch closes. Without the record of
+// kicks a session still setting up (epoch not yet stored) would miss a
+// newer session's kick, and both would serve until the next refresh.
+type newest struct {
+	mu    sync.Mutex
+	kicks map[string]uint64 // device → highest kick epoch seen, for devices with local sessions
+}
+
+// kicked records a kick; the caller then closes local sessions whose
+// stored epoch is below it.
+func (n *newest) kicked(dev string, epoch uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kicks == nil {
+		n.kicks = map[string]uint64{}
+	}
+	if epoch > n.kicks[dev] {
+		n.kicks[dev] = epoch
+	}
+}
+
+// superseded reports, for a session that has just stored its epoch,
+// whether a newer session's kick was already seen.
+func (n *newest) superseded(dev string, epoch uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.kicks[dev] > epoch
+}
+
+// forget drops a device's record once it has no session on this node.
+func (n *newest) forget(dev string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.kicks, dev)
+}

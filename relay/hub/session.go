@@ -629,4 +629,3 @@ func (s *session) sweepPending() {
 		}
 	}
 }
-

@@ -350,7 +350,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 		return err
 	}
 	defer mcpSession.Close()
-	d.mcpStep(ctx, mcpCall, mcpSession, p.Data, room.ID, files)
+	d.mcpStep(ctx, mcpCall, mcpSession, p.Data, room.ID, files, pool != nil && runtimeOK)
 
 	// --- audit -------------------------------------------------------------
 	entries, err := dm.Audit().Query(audit.Filter{Limit: 4})

@@ -70,7 +70,9 @@ func (d *demo) demoMCP(ctx context.Context, hubURL string, admin *hubclient.Clie
 
 // mcpStep lists, reads, proposes and waits for the owner's approval, all
 // as MCP tool calls.
-func (d *demo) mcpStep(ctx context.Context, call func(string, any) *mcp.CallToolResult, cs *mcp.ClientSession, dataDir, roomID string, files map[string]string) {
+// With smoke, the device runs a sandbox and the approved app is smoke-run
+// over MCP too.
+func (d *demo) mcpStep(ctx context.Context, call func(string, any) *mcp.CallToolResult, cs *mcp.ClientSession, dataDir, roomID string, files map[string]string, smoke bool) {
 	lt, err := cs.ListTools(ctx, nil)
 	d.expect(err == nil && len(lt.Tools) == 8, "tools/list: %v", err)
 	if err == nil {
@@ -131,4 +133,15 @@ func (d *demo) mcpStep(ctx context.Context, call func(string, any) *mcp.CallTool
 	w := <-got
 	d.expect(!w.r.IsError && strings.HasPrefix(mcpText(w.r), "Approved"), "wait_for_review: %s", mcpText(w.r))
 	d.say("MCP client: wait_for_review (one call, in flight while the owner decided) → %s — %s after the click", mcpText(w.r), w.at.Sub(clicked).Round(time.Millisecond))
+	var dec struct {
+		InstanceID string `json:"instance_id"`
+	}
+	b, _ = json.Marshal(w.r.StructuredContent)
+	_ = json.Unmarshal(b, &dec)
+	if smoke && dec.InstanceID != "" {
+		t0 = time.Now()
+		r = call(relay.CmdSmokeRunRoomApp, map[string]any{"room_id": roomID, "instance_id": dec.InstanceID})
+		d.expect(!r.IsError, "smoke_run_room_app over MCP: %s", mcpText(r))
+		d.say("MCP client: smoke_run_room_app → %s (%s)", mcpText(r), since(t0))
+	}
 }

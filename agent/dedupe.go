@@ -3,8 +3,8 @@ package agent
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -209,4 +209,26 @@ func (s *dedupeStore) count(ctx context.Context) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM commands`).Scan(&n)
 	return n, err
+}
+
+// RecordedCommands counts the commands the dedupe store in stateDir holds
+// (those of the last day or so, by its pruning), opening it read-only; 0
+// when there is no store. `audit verify` uses it to tell "no commands ran"
+// from "the audit log was removed".
+func RecordedCommands(ctx context.Context, stateDir string) (int, error) {
+	path := filepath.Join(stateDir, DedupeFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_pragma=busy_timeout(5000)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return 0, fmt.Errorf("dedupe store: %w", err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM commands`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("dedupe store: count: %w", err)
+	}
+	return n, nil
 }

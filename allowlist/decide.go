@@ -124,20 +124,23 @@ func NewLimiter(now func() time.Time) *Limiter {
 // writes (by command) under p's current rate, or returns rate_limited
 // saying when to retry. Reads and writes have a bucket each, with the
 // project's rate, so a run of proposals never starves reads and the other
-// way round. Call it after Decide allowed the command: a project p does not
-// enable has no bucket and is let through here, since Decide has already
-// refused it. A policy reload keeps the buckets; a lower burst caps what a
-// bucket holds.
+// way round. A project p does not
+// enable shares one device-wide bucket of refusals at DefaultRate. Call it
+// before Decide, so that refused commands count too: a caller cannot send
+// refusals (each one audited) faster than allowed ones. A policy reload
+// keeps the buckets; a lower burst caps what a bucket holds.
 func (l *Limiter) Allow(p *Policy, projectID, command string) error {
-	r, ok := p.RateOf(projectID)
-	if !ok {
-		return nil
-	}
 	kind := "writes"
 	if relay.ReadOnlyCommand(command) {
 		kind = "reads"
 	}
 	key := projectID + "\x00" + kind
+	r, served := p.RateOf(projectID)
+	if !served {
+		// Not enabled here: Decide refuses it; the refusal is still counted.
+		// The error names no project, so it reveals nothing about it.
+		r, key, kind = DefaultRate, "\x00refused", "commands of projects not served here"
+	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -157,6 +160,9 @@ func (l *Limiter) Allow(p *Policy, projectID, command string) error {
 		return nil
 	}
 	wait := time.Duration((1 - b.tokens) * float64(perToken))
+	if !served {
+		return relay.Errorf(relay.CodeRateLimited, "this device's rate of %s for %s was reached; retry in %s", r, kind, roundUp(wait))
+	}
 	return relay.Errorf(relay.CodeRateLimited, "project %s is over this device's rate of %s for %s; retry in %s",
 		quote(projectID), r, kind, roundUp(wait))
 }

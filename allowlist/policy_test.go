@@ -213,14 +213,26 @@ func TestLimiter(t *testing.T) {
 		t.Error("a clock step back added tokens")
 	}
 
-	// Not enabled or unknown: Decide's business, no bucket.
-	for range 5 {
-		if l.Allow(p, "off", relay.CmdReadRoom) != nil || l.Allow(p, "unknown", relay.CmdReadRoom) != nil {
-			t.Fatal("limited a project the policy does not serve")
+	// Not enabled or unknown: one shared bucket of refusals at the default
+	// rate, whose refusal names no project.
+	refused := 0
+	for i := range DefaultRate.Burst + 5 {
+		name := "off"
+		if i%2 == 1 {
+			name = "unknown"
+		}
+		if err := l.Allow(p, name, relay.CmdReadRoom); err != nil {
+			refused++
+			if strings.Contains(err.Error(), name) {
+				t.Errorf("the refusal names the project: %v", err)
+			}
 		}
 	}
-	if len(l.buckets) != 2 {
-		t.Errorf("%d buckets, want 2", len(l.buckets))
+	if refused != 5 {
+		t.Errorf("%d of %d refusals limited, want 5 past the burst of %d", refused, DefaultRate.Burst+5, DefaultRate.Burst)
+	}
+	if len(l.buckets) != 3 {
+		t.Errorf("%d buckets, want 3 (fast, slow, refused)", len(l.buckets))
 	}
 	// Writes have a bucket of their own: a drained read bucket does not
 	// refuse them, and they do not refill reads.

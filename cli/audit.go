@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/daemon"
 )
@@ -78,14 +79,29 @@ func init() {
 				if err != nil {
 					return err
 				}
+				// No log at all, while the agent's dedupe store shows it ran
+				// commands: the log was removed, which is not "OK".
+				ran := 0
+				if rep.Lines == 0 {
+					if ran, err = agent.RecordedCommands(ctx, p.State); err != nil {
+						return err
+					}
+				}
 				if *asJSON {
-					if err := json.NewEncoder(e.Stdout).Encode(rep); err != nil {
+					out := struct {
+						audit.Report
+						OK          bool   `json:"ok"`
+						RotatedAway uint64 `json:"rotated_away"`
+						NoLog       bool   `json:"no_log,omitempty"`
+						CommandsRan int    `json:"commands_ran,omitempty"`
+					}{rep, rep.OK() && ran == 0, rep.RotatedAway(), rep.Lines == 0 && ran > 0, ran}
+					if err := json.NewEncoder(e.Stdout).Encode(out); err != nil {
 						return err
 					}
 				} else {
-					printVerify(e, rep)
+					printVerify(e, rep, ran)
 				}
-				if !rep.OK() {
+				if !rep.OK() || ran > 0 {
 					return &silentError{code: ExitFailure}
 				}
 				return nil
@@ -107,8 +123,19 @@ func printAudit(e *Env, entries []audit.Entry) {
 	tw.Flush()
 }
 
-func printVerify(e *Env, rep audit.Report) {
-	if rep.OK() {
+func printVerify(e *Env, rep audit.Report, ran int) {
+	switch {
+	case rep.Lines == 0 && ran > 0:
+		fmt.Fprintf(e.Stdout, "no audit log, but the agent's dedupe store holds %d command(s) that ran: the log was removed\n", ran)
+		return
+	case rep.Lines == 0 && rep.OK():
+		fmt.Fprintln(e.Stdout, "no audit log: no command has reached this device")
+		return
+	case rep.OK() && rep.RotatedAway() > 0:
+		fmt.Fprintf(e.Stdout, "audit log PARTIAL: chain intact for seq %d..%d (%d lines in %d file(s)), but seq 1..%d were rotated away and are not kept; last hash %.16s…\n",
+			rep.FirstSeq, rep.LastSeq, rep.Lines, len(rep.Files), rep.RotatedAway(), rep.LastHash)
+		return
+	case rep.OK():
 		fmt.Fprintf(e.Stdout, "audit log OK: %d lines (seq %d..%d) in %d file(s), chain intact, last hash %.16s…\n", rep.Lines, rep.FirstSeq, rep.LastSeq, len(rep.Files), rep.LastHash)
 		return
 	}

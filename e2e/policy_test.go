@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,54 @@ func TestNetworkCannotWidenPolicy(t *testing.T) {
 	}
 	if err := dv.d.Policy().Decide("proj-a", relay.CmdListRoomApps, "room-1", nil); err == nil {
 		t.Fatal("list_room_apps became allowed")
+	}
+}
+
+// TestRefusalsCountAgainstTheRate: refused commands take from the rate
+// limit too, so a caller cannot fill the audit log with refusals faster than
+// with allowed commands; commands of a project the device does not serve
+// share one bucket whose refusal names no project.
+func TestRefusalsCountAgainstTheRate(t *testing.T) {
+	h := startHub(t, hub.Config{DataDir: t.TempDir()})
+	dv := enroll(t, h, "proj-a")
+	pc, err := h.client.Pair(context.Background(), "proj-b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hubclient.New(h.URL(), "").Enroll(context.Background(), pc.Code, "e2e-laptop", "linux", dv.token); err != nil {
+		t.Fatal(err)
+	}
+	dv.enable(t, "proj-a") // reads only: proposals are refused
+	dv.start(t, h.URL())
+	seedRoom(t, dv, "proj-a", "room-1")
+	waitState(t, h, dv.id, hubapi.StateOnline)
+	files := map[string]string{"src/App.tsx": "export default () => null"}
+	propose := map[string]any{"room_id": "room-1", "name": "x", "files": files, "idempotency_key": "key-00000001"}
+	for _, tc := range []struct {
+		project, command string
+		args             any
+		refusal          relay.Code
+	}{
+		{"proj-a", relay.CmdProposeRoomSnippetApp, propose, relay.CodeCommandNotAllowed},
+		{"proj-b", relay.CmdReadRoom, map[string]any{"room_id": "room-1"}, relay.CodeProjectNotEnabled},
+	} {
+		counts := map[relay.Code]int{}
+		for range 45 {
+			res, _ := call(t, h, dv.id, tc.project, tc.command, tc.args)
+			if res.OK {
+				t.Fatalf("%s %s succeeded", tc.project, tc.command)
+			}
+			counts[res.Error.Code]++
+			if res.Error.Code == relay.CodeRateLimited && strings.Contains(res.Error.Message, "proj-b") {
+				t.Errorf("the refusal of a project not served names it: %s", res.Error.Message)
+			}
+		}
+		if counts[tc.refusal] == 0 || counts[relay.CodeRateLimited] == 0 || counts[tc.refusal]+counts[relay.CodeRateLimited] != 45 {
+			t.Errorf("%s %s: %v, want %s then rate_limited past the burst", tc.project, tc.command, counts, tc.refusal)
+		}
+	}
+	// Reads of the served project have their own bucket: still answered.
+	if res, _ := call(t, h, dv.id, "proj-a", relay.CmdReadRoom, map[string]any{"room_id": "room-1"}); !res.OK {
+		t.Fatalf("a read after the refusals: %+v", res.Error)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // File names inside the log directory.
@@ -72,6 +73,39 @@ type Entry struct {
 	Detail     string    `json:"detail,omitempty"` // only on Note lines
 	Prev       string    `json:"prev"`
 	Hash       string    `json:"hash,omitempty"` // must stay last: see package doc
+}
+
+// Field bounds: what the protocol allows an id to be (1–128), so that a
+// caller sending megabyte ids can neither bloat the log nor push its
+// history out through rotation. Longer values keep a prefix and say how
+// long they were.
+const (
+	MaxIDBytes     = 128
+	MaxDetailBytes = 1024
+)
+
+// clip bounds every field a remote party controls.
+func (e *Entry) clip() {
+	e.CommandID = clipField(e.CommandID, MaxIDBytes)
+	e.Project = clipField(e.Project, MaxIDBytes)
+	e.Room = clipField(e.Room, MaxIDBytes)
+	e.Command = clipField(e.Command, MaxIDBytes)
+	e.ErrorCode = clipField(e.ErrorCode, MaxIDBytes)
+	e.Detail = clipField(e.Detail, MaxDetailBytes)
+}
+
+// clipField cuts s to at most max bytes of valid UTF-8, ending in
+// "…(N bytes)" when it was longer.
+func clipField(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	tail := fmt.Sprintf("…(%d bytes)", len(s))
+	cut := max - len(tail)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(s[:cut], "") + tail
 }
 
 // Options tunes a Log. The zero value is usable.
@@ -308,6 +342,7 @@ func parseLine(ln []byte) (e Entry, hashOK, ok bool) {
 // Time, if it was zero) filled in. The line goes out in one write on an
 // O_APPEND file and is fsync'd unless Options.NoSync.
 func (l *Log) Append(e Entry) (Entry, error) {
+	e.clip()
 	if e.Time.IsZero() {
 		e.Time = l.opts.Now()
 	}

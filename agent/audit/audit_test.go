@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -476,5 +477,41 @@ func BenchmarkAppend(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAppendClipsFields: a megabyte id cannot bloat the log (and push its
+// history out through rotation): every field is cut to its bound, saying
+// how long it was, and the line still verifies.
+func TestAppendClipsFields(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	big := strings.Repeat("é", 1<<19) // 1 MiB of two-byte runes
+	e, err := l.Append(Entry{CommandID: big, Project: big, Room: big, Command: big, Decision: Denied, ErrorCode: big, Detail: big + big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]string{"command_id": e.CommandID, "project": e.Project, "room": e.Room, "command": e.Command, "error_code": e.ErrorCode} {
+		if len(v) > MaxIDBytes || !utf8.ValidString(v) || !strings.HasSuffix(v, "…(1048576 bytes)") {
+			t.Errorf("%s: %d bytes, %q…", name, len(v), v[:min(20, len(v))])
+		}
+	}
+	if len(e.Detail) > MaxDetailBytes {
+		t.Errorf("detail: %d bytes", len(e.Detail))
+	}
+	l.Close()
+	fi, err := os.Stat(filepath.Join(dir, CurrentFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 4096 {
+		t.Errorf("one clipped line takes %d bytes", fi.Size())
+	}
+	if rep, err := Verify(dir); err != nil || !rep.OK() {
+		t.Fatalf("verify: %+v %v", rep.Problems, err)
 	}
 }

@@ -50,8 +50,13 @@ type Report struct {
 	StaleFiles []string  `json:"stale_files,omitempty"` // files older than the anchor, left by a crash mid-rotation
 }
 
-// OK reports whether the log verified without problems.
+// OK reports whether the log verified without problems. A log whose oldest
+// lines were rotated away can be OK: see RotatedAway.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// RotatedAway is how many of the oldest lines (seq 1..n) rotation removed:
+// the kept log verifies from there on, but that history is gone.
+func (r Report) RotatedAway() uint64 { return r.AnchorSeq }
 
 // line is one parsed line, in chain order.
 type line struct {

@@ -16,15 +16,17 @@ import (
 // defaultListLimit is list_room_apps' page size when the caller gives none.
 const defaultListLimit = 20
 
-// guard decides every command before a handler sees it, in this order:
-// policy (project enabled, command allowed, room listed, tightened bounds),
-// the project's rate limit, then the command's schema and rules. Policy comes
-// first so a caller learns nothing about a project the owner did not enable.
+// guard decides every command before a handler sees it, in this order: the
+// rate limit (refusals count too, so refused commands, each audited, come no
+// faster than allowed ones; a project not served here shares one bucket and
+// its refusal names no project), the policy (project enabled, command
+// allowed, room listed, tightened bounds), then the command's schema and
+// rules.
 func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
 	p := d.policy.Load()
-	err := p.Decide(cmd.ProjectID, cmd.Name, "", cmd.Args)
+	err := d.limiter.Allow(p, cmd.ProjectID, cmd.Name)
 	if err == nil {
-		err = d.limiter.Allow(p, cmd.ProjectID, cmd.Name)
+		err = p.Decide(cmd.ProjectID, cmd.Name, "", cmd.Args)
 	}
 	if err == nil {
 		err = relay.ValidateArgs(cmd.Name, cmd.Args)

@@ -100,3 +100,40 @@ func TestDirectoryFromAHostileDevice(t *testing.T) {
 		return err == nil && len(rs) == 0
 	})
 }
+
+// TestCommandRefusesOversizedIDs: a room_id or instance_id past the id
+// bound is invalid_args at the hub; the device never sees it (so it never
+// reaches its audit log), and an unknown command name is refused too.
+func TestCommandRefusesOversizedIDs(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	seen := make(chan string, 10)
+	a.serve(func(c *relay.Command) *relay.Result {
+		seen <- c.Name
+		return &relay.Result{ID: c.ID, OK: true, Result: json.RawMessage(`{}`)}
+	})
+	th.waitState(dev, hubapi.StateOnline)
+	big := strings.Repeat("r", 100<<10)
+	for _, args := range []string{`{"room_id":"` + big + `"}`, `{"room_id":"r","instance_id":"` + strings.Repeat("i", 129) + `"}`} {
+		res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoomAppStatus, Args: json.RawMessage(args)})
+		if status != 400 || res.Error == nil || res.Error.Code != relay.CodeInvalidArgs || !strings.Contains(res.Error.Message, "maxLength 128") {
+			t.Errorf("oversized id: %d %+v", status, res.Error)
+		}
+	}
+	if res, _ := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: "delete_room"}); res.Error == nil || res.Error.Code != relay.CodeCommandNotAllowed {
+		t.Errorf("unknown command: %+v", res.Error)
+	}
+	// 128 bytes is fine and reaches the device.
+	if res, _ := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: json.RawMessage(`{"room_id":"` + strings.Repeat("r", 128) + `"}`)}); !res.OK {
+		t.Fatalf("a 128-byte id: %+v", res.Error)
+	}
+	select {
+	case name := <-seen:
+		if name != relay.CmdReadRoom || len(seen) != 0 {
+			t.Errorf("the device saw %s and %d more", name, len(seen))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the valid command never reached the device")
+	}
+}

@@ -300,6 +300,9 @@ func (h *Hub) Command(ctx context.Context, c Call) *relay.Result {
 	case !deviceIDRe.MatchString(c.Device):
 		return fail(relay.CodeNotFound, "no device %s is enrolled on this hub", truncate(c.Device, 64))
 	}
+	if err := checkArgIDs(c.Args); err != nil {
+		return &relay.Result{ID: c.ID, Error: err}
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultCommandTimeout
 	}
@@ -322,6 +325,34 @@ func (h *Hub) Command(ctx context.Context, c Call) *relay.Result {
 		h.noteProposal(ctx, c.Device, res)
 	}
 	return res
+}
+
+// MaxIDBytes bounds the ids a command's arguments name (room_id,
+// instance_id), as the policy's id syntax does: the hub refuses longer ones
+// before routing, so they never reach a device or its audit log.
+const MaxIDBytes = 128
+
+func checkArgIDs(args json.RawMessage) *relay.Error {
+	if len(args) == 0 {
+		return nil
+	}
+	var ids struct {
+		RoomID     json.RawMessage `json:"room_id"`
+		InstanceID json.RawMessage `json:"instance_id"`
+	}
+	if json.Unmarshal(args, &ids) != nil {
+		return nil // the device's own validation names what is wrong
+	}
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"room_id", ids.RoomID}, {"instance_id", ids.InstanceID}} {
+		var v string
+		if len(f.raw) > 0 && json.Unmarshal(f.raw, &v) == nil && len(v) > MaxIDBytes {
+			return relay.Errorf(relay.CodeInvalidArgs, "%s is %d bytes (%s: maxLength %d)", f.name, len(v), f.name, MaxIDBytes)
+		}
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {

@@ -37,6 +37,8 @@ Terminate TLS in front of it for non-loopback use.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			paths := pathFlags(fs, e)
 			listen := fs.String("listen", DefaultHubListen, "HTTP listen `address`")
+			perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address may hold (agent websockets excluded; 0: no cap)")
+			maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap)")
 			publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it, for the MCP metadata (default: from each request's Host)")
 			dataDir := fs.String("data-dir", "", "hub data `dir` (default DATA/hub)")
 			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
@@ -56,7 +58,7 @@ Terminate TLS in front of it for non-loopback use.`,
 					return err
 				}
 				srv, err := startHubServer(ctx, hub.Config{DataDir: dir, NATSURL: *natsURL, AdminToken: tok,
-					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}, *listen, *publicURL)
+					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}, *listen, *publicURL, withConns(*perAddr, *maxConns))
 				if err != nil {
 					return hubStartErr(err)
 				}
@@ -75,6 +77,24 @@ Terminate TLS in front of it for non-loopback use.`,
 	})
 }
 
+// connLimits caps plain HTTP connections per client address and in total
+// (agent websockets do not count once upgraded), and bounds how long a
+// client may take: headers, a whole request, an answer (long handlers
+// extend their own), an idle keep-alive.
+type connLimits struct {
+	perAddr, total                 int
+	header, read, write, idleAfter time.Duration
+}
+
+var defaultConnLimits = connLimits{perAddr: 256, total: 4096,
+	header: 10 * time.Second, read: 30 * time.Second, write: 30 * time.Second, idleAfter: 30 * time.Second}
+
+func withConns(perAddr, total int) connLimits {
+	l := defaultConnLimits
+	l.perAddr, l.total = perAddr, total
+	return l
+}
+
 // hubServer is a running hub node served on a listener: the hub's API and
 // agent endpoint, and its MCP front at /mcp.
 type hubServer struct {
@@ -90,7 +110,7 @@ type hubServer struct {
 
 // startHubServer runs a hub and serves it on listen until ctx ends; it
 // returns once the hub is ready (or failed to start).
-func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string) (*hubServer, error) {
+func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string, limits connLimits) (*hubServer, error) {
 	h, err := hub.New(cfg)
 	if err != nil {
 		return nil, err
@@ -114,12 +134,15 @@ func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL strin
 	s := &hubServer{hub: h, url: "http://" + ln.Addr().String(), stop: stop,
 		runEnded: make(chan struct{}), serveErr: make(chan error, 1),
 		srv: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 10 * time.Second,
-			// Idle keep-alive connections are closed; agent sockets are
-			// hijacked and keep their own deadlines.
-			IdleTimeout: 2 * time.Minute,
-			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			Handler: mux,
+			// Agent sockets are hijacked: gorilla clears these deadlines and
+			// the session keeps its own.
+			ReadHeaderTimeout: limits.header,
+			ReadTimeout:       limits.read,
+			WriteTimeout:      limits.write,
+			IdleTimeout:       limits.idleAfter,
+			ConnState:         hub.NewConnLimiter(limits.perAddr, limits.total).ConnState,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
 	go func() {
 		s.runErr = h.Run(hctx)

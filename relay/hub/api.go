@@ -255,6 +255,11 @@ func (h *Hub) handleCommand(w http.ResponseWriter, r *http.Request) error {
 	if req.TimeoutMS < 0 || req.TimeoutMS > MaxCommandTimeout.Milliseconds() {
 		req.TimeoutMS = -1 // Command refuses it with invalid_args
 	}
+	wait := DefaultCommandTimeout
+	if req.TimeoutMS > 0 {
+		wait = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	extendWrite(w, wait+requestSlack+10*time.Second)
 	res := h.Command(r.Context(), Call{ID: req.ID, Device: r.PathValue("id"), Project: req.ProjectID,
 		Name: req.Name, Args: req.Args, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond})
 	writeJSON(w, StatusFor(res), res)
@@ -267,6 +272,7 @@ func (h *Hub) handleProposal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return errInvalid("%v", err)
 	}
+	extendWrite(w, wait+10*time.Second)
 	st, err := h.WaitProposal(r.Context(), r.PathValue("id"), r.PathValue("pid"), wait)
 	if err != nil {
 		return err

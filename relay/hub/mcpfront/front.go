@@ -206,6 +206,9 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 		scopes = append(scopes, ScopeWrite)
 	}
 	ti := &auth.TokenInfo{Scopes: scopes, UserID: c.TokenID, Extra: map[string]any{"client": c}}
+	// A call may wait for the owner (wait_for_review) or a device command:
+	// past the server's WriteTimeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(MaxWaitSeconds)*time.Second + f.cfg.CommandTimeout + 10*time.Second))
 	f.mcp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenInfoKey{}, ti)))
 }
 

@@ -93,15 +93,17 @@ func (h *Hub) dropDirectory(ctx context.Context, dev string) error {
 	return h.setDirectory(ctx, &deviceRec{ID: dev}, nil)
 }
 
-func clipName(s string) string {
-	if len(s) <= relay.MaxRoomNameBytes {
+func clipName(s string) string { return cutUTF8(s, relay.MaxRoomNameBytes) }
+
+// cutUTF8 cuts s to at most max bytes without splitting a rune.
+func cutUTF8(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	s = s[:relay.MaxRoomNameBytes]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
 	}
-	return s
+	return s[:max]
 }
 
 // roomKeys lists rr_rooms keys matching a filter (an empty bucket is none).

@@ -3,8 +3,14 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
 
 	"github.com/roomrelay/roomrelay/relay"
@@ -15,17 +21,65 @@ import (
 // events, routed commands and control messages (kick, revoke, cancel), and
 // the rule that decides which of a device's sessions is the newest.
 
+// Bounds on what one device can make the hub store through events.
+const (
+	// MaxEventData bounds an event's data, except rooms_changed, which
+	// carries up to relay.MaxDirectoryRooms entries and is not stored as an
+	// event.
+	MaxEventData     = 16 << 10
+	maxDirectoryData = 512 << 10
+	// eventRate and eventBurst bound events per session: a burst fits the
+	// owner deciding many proposals at once and an outbox flushed after a
+	// reconnect (at most 1,000 queued by the agent).
+	eventRate  = 120 // per minute
+	eventBurst = 1000
+)
+
+// storedEvents are the event kinds the hub records in RR_EVENTS; any other
+// kind is handled (or ignored) without being stored.
+var storedEvents = map[string]bool{relay.EventProposalDecided: true, relay.EventPolicyChanged: true, relay.EventSleeping: true}
+
+// allowEvent takes one event from the session's budget.
+func (s *session) allowEvent() bool {
+	now := s.h.cfg.Now()
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	if s.evLast.IsZero() {
+		s.evTokens, s.evLast = eventBurst, now
+	}
+	if d := now.Sub(s.evLast); d > 0 {
+		s.evTokens = min(eventBurst, s.evTokens+d.Minutes()*eventRate)
+		s.evLast = now
+	}
+	if s.evTokens < 1 {
+		return false
+	}
+	s.evTokens--
+	return true
+}
+
 func (s *session) handleEvent(ev *relay.Event) {
 	h := s.h
-	name := ev.Event
-	if !eventNameRe.MatchString(name) {
-		name = "other" // keep the subject a single safe token
+	limit := MaxEventData
+	if ev.Event == relay.EventRoomsChanged {
+		limit = maxDirectoryData
+	}
+	switch {
+	case !s.allowEvent():
+		s.log.Warn("event rate exceeded; closing the session", "event", truncate(ev.Event, 64))
+		s.closeWith(websocket.ClosePolicyViolation, fmt.Sprintf("more than %d events a minute (burst %d)", eventRate, eventBurst))
+		return
+	case len(ev.Data) > limit:
+		s.log.Warn("event too large; dropped", "event", truncate(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
+		return
 	}
 	rec := hubapi.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
 		ReceivedAt: h.cfg.Now().UTC(), Data: ev.Data}
 	body := mustJSON(rec)
-	if err := h.nc.Publish(eventSubject(s.dev, name), body); err != nil {
-		s.log.Warn("publish event", "event", ev.Event, "err", err)
+	if storedEvents[ev.Event] {
+		if err := h.nc.Publish(eventSubject(s.dev, ev.Event), body); err != nil {
+			s.log.Warn("publish event", "event", ev.Event, "err", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -40,7 +94,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 			s.log.Info("policy_changed event without a readable policy")
 			return
 		}
-		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = pol; return nil }); err != nil {
+		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = cleanPolicy(d, pol); return nil }); err != nil {
 			s.log.Warn("record policy", "err", err)
 		}
 	case relay.EventRoomsChanged:
@@ -66,10 +120,54 @@ func (s *session) handleEvent(ev *relay.Event) {
 			s.log.Info("proposal_decided event without a usable proposal_id")
 			return
 		}
+		// Only proposals a cloud caller made through the hub are recorded:
+		// a device cannot fill the bucket with decisions on ids it made up.
+		if routed, err := h.routedProposal(ctx, s.dev, d.ProposalID); err != nil || !routed {
+			s.log.Info("decision on a proposal the hub never routed; not recorded", "proposal", d.ProposalID, "err", err)
+			return
+		}
 		if _, err := h.st.proposals.Put(ctx, proposalKey(s.dev, d.ProposalID), body); err != nil {
 			s.log.Warn("record proposal decision", "err", err)
 		}
 	}
+}
+
+// Bounds on what a hello may say about the device.
+const (
+	maxAgentVersion = 64
+	maxOS           = 32
+)
+
+// cleanPolicy keeps of a device's policy summary only the projects the hub
+// enrolled it for and the known command names, so what `hub devices` shows
+// is bounded and names nothing the device may not serve.
+func cleanPolicy(d *deviceRec, pol []relay.ProjectPolicy) []relay.ProjectPolicy {
+	out := []relay.ProjectPolicy{}
+	for _, p := range pol {
+		if !d.hasProject(p.Project) || slices.ContainsFunc(out, func(o relay.ProjectPolicy) bool { return o.Project == p.Project }) {
+			continue
+		}
+		cmds := []string{}
+		for _, c := range p.Commands {
+			if relay.KnownCommand(c) && !slices.Contains(cmds, c) {
+				cmds = append(cmds, c)
+			}
+		}
+		out = append(out, relay.ProjectPolicy{Project: p.Project, Commands: cmds})
+	}
+	return out
+}
+
+// cleanText is a device-reported string without control characters, cut
+// to max bytes, so it prints safely and stays small.
+func cleanText(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, s)
+	return cutUTF8(s, max)
 }
 
 // parsePolicy accepts {"policy":[...]} or a bare [...].

@@ -208,6 +208,13 @@ func helloFor(dev string) *relay.Hello {
 // dialAgent connects, says hello and reads welcome.
 func dialAgent(t testing.TB, url, token, dev string) *fakeAgent {
 	t.Helper()
+	return dialAgentHello(t, url, token, helloFor(dev))
+}
+
+// dialAgentHello is dialAgent with a hello of the test's.
+func dialAgentHello(t testing.TB, url, token string, hello *relay.Hello) *fakeAgent {
+	t.Helper()
+	dev := hello.DeviceID
 	conn, resp, err := dialRaw(url, token, []string{relay.Subprotocol})
 	if err != nil {
 		status := 0
@@ -218,7 +225,7 @@ func dialAgent(t testing.TB, url, token, dev string) *fakeAgent {
 	}
 	a := &fakeAgent{t: t, conn: conn, dev: dev, done: make(chan struct{})}
 	t.Cleanup(func() { conn.Close() })
-	if err := conn.WriteMessage(websocket.TextMessage, mustEncode(t, helloFor(dev))); err != nil {
+	if err := conn.WriteMessage(websocket.TextMessage, mustEncode(t, hello)); err != nil {
 		t.Fatalf("write hello: %v", err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))

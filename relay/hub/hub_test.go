@@ -594,6 +594,11 @@ func TestEventsAndProposals(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// A decision is recorded only for a proposal the hub routed.
+	if res, _ := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdProposeRoomSnippetApp,
+		Args: json.RawMessage(`{"proposal_id":"prop-1"}`)}); res.Error != nil {
+		t.Fatalf("propose: %+v", res.Error)
+	}
 	waited := make(chan *hubapi.DeviceEvent, 1)
 	go func() {
 		ev, err := th.waitDecision(ctx, dev, "prop-1")

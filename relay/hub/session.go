@@ -43,7 +43,11 @@ type session struct {
 	stop       chan struct{}
 	writerDone chan struct{}
 
-	lastSeen atomic.Int64  // unix nanos of the last frame, ping or pong
+	lastSeen atomic.Int64 // unix nanos of the last frame, ping or pong
+
+	evMu     sync.Mutex // the session's event budget (allowEvent)
+	evTokens float64
+	evLast   time.Time
 	epoch    atomic.Uint64 // presence revision of the connect write; orders sessions
 
 	mu      sync.Mutex
@@ -209,9 +213,9 @@ func (s *session) run(hello *relay.Hello) {
 			if d.Revoked {
 				return errRevokedToken
 			}
-			d.AgentVersion, d.Policy, d.LastSeen = hello.AgentVersion, hello.Policy, h.cfg.Now().UTC()
-			if hello.OS != "" {
-				d.OS = hello.OS
+			d.AgentVersion, d.Policy, d.LastSeen = cleanText(hello.AgentVersion, maxAgentVersion), cleanPolicy(d, hello.Policy), h.cfg.Now().UTC()
+			if os := cleanText(hello.OS, maxOS); os != "" {
+				d.OS = os
 			}
 			return nil
 		})

@@ -42,6 +42,10 @@ func eventSubject(dev, ev string) string { return subjEvents + "." + dev + "." +
 
 const ctlWildcard = "rr.dev.*.ctl"
 
+// maxValueSize bounds one KV value or stored event (a decision event with
+// its data is under 17 KiB; a device record with its policy well under).
+const maxValueSize = 64 << 10
+
 // pairingRetention bounds how long a pairing record (used or expired) is kept,
 // so a late try still gets "expired"/"used" rather than "unknown".
 const pairingRetention = 24 * time.Hour
@@ -103,6 +107,12 @@ type store struct {
 func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 		cfg.Storage = jetstream.FileStorage
+		// Every record is small; a bound per value and per bucket keeps one
+		// device (or one bug) from filling the disk.
+		cfg.MaxValueSize = maxValueSize
+		if cfg.MaxBytes == 0 {
+			cfg.MaxBytes = 64 << 20
+		}
 		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("kv bucket %s: %w", cfg.Bucket, err)
@@ -111,7 +121,7 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 	}
 	var s store
 	var err error
-	if s.devices, err = mk(jetstream.KeyValueConfig{Bucket: bucketDevices, History: 1, Description: "roomrelay enrolled devices"}); err != nil {
+	if s.devices, err = mk(jetstream.KeyValueConfig{Bucket: bucketDevices, History: 1, MaxBytes: 256 << 20, Description: "roomrelay enrolled devices"}); err != nil {
 		return nil, err
 	}
 	if s.tokens, err = mk(jetstream.KeyValueConfig{Bucket: bucketTokens, History: 1, Description: "roomrelay device token hashes"}); err != nil {
@@ -125,7 +135,7 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 	if s.presence, err = mk(jetstream.KeyValueConfig{Bucket: bucketPresence, History: 1, Description: "roomrelay device presence"}); err != nil {
 		return nil, err
 	}
-	if s.proposals, err = mk(jetstream.KeyValueConfig{Bucket: bucketProposals, History: 1, TTL: 30 * 24 * time.Hour, Description: "roomrelay proposal decisions"}); err != nil {
+	if s.proposals, err = mk(jetstream.KeyValueConfig{Bucket: bucketProposals, History: 1, TTL: 30 * 24 * time.Hour, MaxBytes: 256 << 20, Description: "roomrelay proposal decisions"}); err != nil {
 		return nil, err
 	}
 	if s.rooms, err = mk(jetstream.KeyValueConfig{Bucket: bucketRooms, History: 1, MaxBytes: 256 << 20, Description: "roomrelay room directory"}); err != nil {
@@ -141,7 +151,11 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 		Storage:     jetstream.FileStorage,
 		MaxAge:      7 * 24 * time.Hour,
 		MaxBytes:    256 << 20,
-		Discard:     jetstream.DiscardOld,
+		// Per device and kind: one device's events cannot evict everyone
+		// else's.
+		MaxMsgsPerSubject: 1000,
+		MaxMsgSize:        maxValueSize,
+		Discard:           jetstream.DiscardOld,
 	}); err != nil {
 		return nil, fmt.Errorf("events stream: %w", err)
 	}

@@ -1,0 +1,84 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// TestEventsAreBounded: what one device can make the hub store through
+// events is bounded: oversized events and unknown kinds are not stored,
+// decisions only for proposals the hub routed, a hello's text and policy
+// are cleaned, and a flood of events closes the session.
+func TestEventsAreBounded(t *testing.T) {
+	th := startHub(t, Config{})
+	ctx := context.Background()
+	dev, tok := th.enroll("p1")
+	hello := helloFor(dev)
+	hello.OS = "linux\x1b[2J" + strings.Repeat("x", 5000)
+	hello.AgentVersion = "1.0\r\nFAKE dev-xxxx online"
+	hello.Policy = []relay.ProjectPolicy{{Project: "p1", Commands: []string{relay.CmdReadRoom, "rm_rf"}}, {Project: "p-not-enrolled", Commands: []string{relay.CmdReadRoom}}}
+	a := dialAgentHello(t, th.wsURL(), tok, hello)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	d, err := th.Device(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.OS) > maxOS || strings.ContainsAny(d.OS+d.AgentVersion, "\x1b\r\n") {
+		t.Errorf("hello text stored as %q / %q", d.OS, d.AgentVersion)
+	}
+	if len(d.Policy) != 1 || d.Policy[0].Project != "p1" || len(d.Policy[0].Commands) != 1 {
+		t.Errorf("hello policy stored as %+v", d.Policy)
+	}
+
+	stream, err := th.js.Stream(ctx, streamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() uint64 {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	send := func(ev *relay.Event) {
+		t.Helper()
+		if err := a.write(mustEncode(t, ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := count()
+	big, _ := json.Marshal(map[string]string{"proposal_id": "p", "pad": strings.Repeat("x", MaxEventData)})
+	send(&relay.Event{Event: relay.EventPolicyChanged, Time: time.Now(), Data: big})
+	send(&relay.Event{Event: "invented_kind", Time: time.Now(), Data: json.RawMessage(`{"a":1}`)})
+	send(&relay.Event{Event: relay.EventProposalDecided, Time: time.Now(), Data: json.RawMessage(`{"proposal_id":"made-up-1"}`)})
+	send(&relay.Event{Event: relay.EventSleeping, Time: time.Now()}) // stored: the marker that the others were handled
+	waitFor(t, "the sleeping event stored", func() bool { return count() > before })
+	if n := count() - before; n != 2 { // the decision on a made-up id is published but not recorded
+		t.Errorf("%d events stored, want 2 (the unrouted decision and sleeping)", n)
+	}
+	if _, err := th.st.proposals.Get(ctx, proposalKey(dev, "made-up-1")); err != jetstream.ErrKeyNotFound {
+		t.Errorf("a decision on an id the hub never routed was recorded: %v", err)
+	}
+
+	// A flood closes the session.
+	for i := range eventBurst + 10 {
+		if err := a.write(mustEncode(t, &relay.Event{Event: relay.EventSleeping, Time: time.Now()})); err != nil {
+			break // closed
+		}
+		_ = i
+	}
+	<-a.done
+	if code, _ := a.closeCode(); code != 1008 {
+		t.Errorf("flood closed with %d, want 1008", code)
+	}
+}

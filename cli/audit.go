@@ -118,7 +118,7 @@ func printAudit(e *Env, entries []audit.Entry) {
 	tw := tabwriter.NewWriter(e.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tPROJECT\tROOM\tCOMMAND\tDECISION\tERROR\tMS")
 	for _, en := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", en.Seq, en.Time.Local().Format(time.DateTime), en.Project, en.Room, en.Command, en.Decision, en.ErrorCode, en.DurationMS)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", en.Seq, en.Time.Local().Format(time.DateTime), cell(en.Project), cell(en.Room), cell(en.Command), en.Decision, cell(en.ErrorCode), en.DurationMS)
 	}
 	tw.Flush()
 }

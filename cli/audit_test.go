@@ -13,6 +13,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestAuditVerifySaysWhatIsMissing: a log whose oldest lines rotation
@@ -65,3 +66,17 @@ func TestAuditVerifySaysWhatIsMissing(t *testing.T) {
 }
 
 func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+// TestTablesEscapeControlCharacters: a command name or device name from the
+// network cannot clear the screen or forge a row of a human table.
+func TestTablesEscapeControlCharacters(t *testing.T) {
+	evil := "\x1b[2J\r\nFAKE dev-xxxx online\tx"
+	var out strings.Builder
+	e := &Env{Stdout: &out}
+	printAudit(e, []audit.Entry{{Seq: 1, Project: "p", Room: evil, Command: evil, Decision: audit.Denied}})
+	printDevices(e, []hubapi.Device{{ID: "dev-1", Name: evil, Projects: []string{"p"}, Presence: hubapi.Presence{State: "online"}}})
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\r") || strings.Count(got, "\n") != 4 || !strings.Contains(got, "⟨U+001B⟩") {
+		t.Fatalf("tables print control characters raw:\n%q", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/roomrelay/roomrelay/agent/review"
 	"io"
 	"log/slog"
 	"os"
@@ -271,4 +272,16 @@ func envOr(getenv func(string) string, key, def string) string {
 func OSEnv() *Env {
 	exe, _ := os.Executable()
 	return &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Executable: exe}
+}
+
+// cell is s as one cell of a human table: control characters, bidi
+// overrides and the table's own separators (tab, newline) shown as
+// ⟨U+XXXX⟩, so a name from the network cannot clear the screen or forge a
+// row.
+func cell(s string) string {
+	s = review.Printable(s)
+	if !strings.ContainsAny(s, "\t\n") {
+		return s
+	}
+	return strings.NewReplacer("\t", "⟨U+0009⟩", "\n", "⟨U+000A⟩").Replace(s)
 }

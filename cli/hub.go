@@ -180,7 +180,7 @@ func printDevices(e *Env, devs []hubapi.Device) {
 		for _, p := range d.Policy {
 			serves = append(serves, p.Project+":"+strings.Join(p.Commands, ","))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Name, state, w, strings.Join(d.Projects, ","), strings.Join(serves, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(d.ID), cell(d.Name), state, w, cell(strings.Join(d.Projects, ",")), cell(strings.Join(serves, " ")))
 	}
 	tw.Flush()
 }

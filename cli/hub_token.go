@@ -47,7 +47,7 @@ stores only a hash: copy the token now. Use it as
 				}
 				fmt.Fprintln(e.Stdout, t.Token)
 				fmt.Fprintf(e.Stderr, "client token %s (%s) for project %s, scope %s; shown only now.\nuse it: claude mcp add --transport http roomrelay %s/mcp --header \"Authorization: Bearer %s\"\n",
-					t.ID, t.Name, t.Project, t.Scope, cl.BaseURL, t.Token)
+					cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, cl.BaseURL, t.Token)
 				return nil
 			}
 		},
@@ -89,7 +89,7 @@ stores only a hash: copy the token now. Use it as
 					if t.Revoked {
 						used += " (revoked)"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Project, t.Scope, t.CreatedAt.Local().Format(time.DateTime), used)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, t.CreatedAt.Local().Format(time.DateTime), used)
 				}
 				return tw.Flush()
 			}

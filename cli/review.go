@@ -227,8 +227,8 @@ func reviewList(ctx context.Context, e *Env, s *rooms.Store, all, asJSON bool) e
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tROOM\tKIND\tNAME\tFILES\tBYTES\tPROPOSED")
 	for _, x := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%d\t%d\t%s\n", x.ID, x.State, x.Project, x.RoomID, x.Kind,
-			review.Printable(x.Name), x.FileCount, x.TotalBytes, x.CreatedAt.Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%d\t%d\t%s\n", x.ID, x.State, cell(x.Project), cell(x.RoomID), x.Kind,
+			cell(x.Name), x.FileCount, x.TotalBytes, x.CreatedAt.Format(time.DateTime))
 	}
 	return tw.Flush()
 }

@@ -108,7 +108,7 @@ func init() {
 				tw := tabwriter.NewWriter(e.Stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ROOM\tNAME\tPROJECT\tAPPS\tPENDING")
 				for _, r := range rs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", r.ID, r.Name, r.Project, r.AppCount, r.PendingProposals)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", cell(r.ID), cell(r.Name), cell(r.Project), r.AppCount, r.PendingProposals)
 				}
 				return tw.Flush()
 			}
@@ -161,7 +161,7 @@ func init() {
 				tw := tabwriter.NewWriter(e.Stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "  #\tAPP\tNAME\tSOURCE\tLAUNCHER")
 				for _, a := range apps {
-					fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", a.Launcher.Position, a.InstanceID, a.Name, a.Source, a.Launcher.State)
+					fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", a.Launcher.Position, cell(a.InstanceID), cell(a.Name), a.Source, a.Launcher.State)
 				}
 				return tw.Flush()
 			}

@@ -121,11 +121,11 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 		out = hubapi.Enrollment{DeviceID: d.ID, Token: deviceToken, Project: pr.Project, Projects: d.Projects}
 	} else {
 		token := newSecret("rrd_")
-		name := req.DeviceName
+		name := cleanText(req.DeviceName, 100)
 		if name == "" {
 			name = devID
 		}
-		d := deviceRec{ID: devID, Name: name, OS: req.OS, Projects: []string{pr.Project}, CreatedAt: h.cfg.Now().UTC()}
+		d := deviceRec{ID: devID, Name: name, OS: cleanText(req.OS, maxOS), Projects: []string{pr.Project}, CreatedAt: h.cfg.Now().UTC()}
 		if err := h.st.createDevice(ctx, d, token); err != nil {
 			return nil, unavailable("record the enrollment; retry with a new code", err)
 		}

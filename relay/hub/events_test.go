@@ -82,3 +82,21 @@ func TestEventsAreBounded(t *testing.T) {
 		t.Errorf("flood closed with %d, want 1008", code)
 	}
 }
+
+// TestOversizedCommandIsRefused: a command whose body fits the hub's limit
+// but whose frame would not fit the agent's is invalid_args at the hub,
+// and the agent keeps its socket.
+func TestOversizedCommandIsRefused(t *testing.T) {
+	th := startHub(t, Config{MaxFrame: 4096})
+	dev, tok := th.enroll("p1")
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.conn.SetReadLimit(4096)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	args := json.RawMessage(`{"room_id":"r","pad":"` + strings.Repeat("x", 3950) + `"}`)
+	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: args})
+	if status != 400 || res.Error == nil || res.Error.Code != relay.CodeInvalidArgs || !strings.Contains(res.Error.Message, "max frame") {
+		t.Fatalf("oversized frame: %d %+v", status, res.Error)
+	}
+	th.roundTrip(dev) // the agent is still connected
+}

@@ -320,6 +320,14 @@ func (h *Hub) Command(ctx context.Context, c Call) *relay.Result {
 	}
 	cmd := relay.Command{ID: c.ID, ProjectID: c.Project, Name: c.Name, Args: c.Args,
 		Deadline: h.cfg.Now().Add(c.Timeout).UTC()}
+	// The agent reads frames up to the same limit: a command whose frame
+	// is larger would make it drop its socket.
+	// (The envelope beyond the args is under 1 KiB: encode only near it.)
+	if len(c.Args)+1024 > h.cfg.MaxFrame {
+		if frame, err := relay.Encode(&cmd); err != nil || len(frame) > h.cfg.MaxFrame {
+			return fail(relay.CodeInvalidArgs, "the command is %d bytes as a frame; a device accepts frames up to %d bytes (max frame)", len(frame), h.cfg.MaxFrame)
+		}
+	}
 	res := h.route(ctx, c.Device, &cmd, c.Timeout)
 	if res.Error == nil && (c.Name == relay.CmdProposeRoomSnippetApp || c.Name == relay.CmdProposeRoomRepoApp) {
 		h.noteProposal(ctx, c.Device, res)

@@ -1,3 +1,5 @@
+//go:build !agentonly
+
 // Command roomrelay-sandbox is the sandbox worker of the device build: the
 // agent (roomrelay built with -tags agentonly) starts it to bundle and
 // smoke-run an approved snippet, so the agent itself links no JavaScript

@@ -80,3 +80,19 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 		t.Fatalf("tables print control characters raw:\n%q", got)
 	}
 }
+
+func TestAdminTokenFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(f, []byte("rra_from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := readTokenFlag("", f); err != nil || tok != "rra_from-file" {
+		t.Fatalf("from file: %q %v", tok, err)
+	}
+	if _, err := readTokenFlag("x", f); err == nil {
+		t.Error("both --admin-token and --admin-token-file accepted")
+	}
+	if _, err := readTokenFlag("", filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("a missing file accepted")
+	}
+}

@@ -212,19 +212,49 @@ func hubAdminToken(e *Env, dataDir, flagTok string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// adminTokenFlags adds --admin-token and --admin-token-file.
+func adminTokenFlags(fs *flag.FlagSet) (tok, file *string) {
+	tok = fs.String("admin-token", "", "admin `token` (visible to other users in the process list: prefer --admin-token-file or env ROOMRELAY_ADMIN_TOKEN; default: the hub's admin-token file)")
+	file = fs.String("admin-token-file", "", "read the admin token from this `file` (kept out of argv)")
+	return tok, file
+}
+
+// readTokenFlag is --admin-token, or the first line of --admin-token-file.
+func readTokenFlag(tok, file string) (string, error) {
+	if file == "" {
+		return tok, nil
+	}
+	if tok != "" {
+		return "", usagef("give --admin-token or --admin-token-file, not both")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", exitErr(ExitUsage, fmt.Errorf("--admin-token-file: %w", err))
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", exitErr(ExitUsage, fmt.Errorf("--admin-token-file %s is empty", file))
+	}
+	return t, nil
+}
+
 // adminClientFlags adds the flags every admin command shares and returns a
 // constructor for the client.
 func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error) {
 	paths := pathFlags(fs, e)
 	hubURL := fs.String("hub", envOr(e.Getenv, "ROOMRELAY_HUB", "http://"+DefaultHubListen), "hub `url` (env ROOMRELAY_HUB)")
 	dataDir := fs.String("data-dir", "", "the hub's data `dir`, to read its admin-token file (default DATA/hub)")
-	tok := fs.String("admin-token", "", "admin `token` (default env ROOMRELAY_ADMIN_TOKEN or the hub's admin-token file)")
+	tok, tokFile := adminTokenFlags(fs)
 	return func() (*hubclient.Client, error) {
 		dir, err := hubDataDir(paths, *dataDir)
 		if err != nil {
 			return nil, err
 		}
-		t, err := hubAdminToken(e, dir, *tok)
+		flagTok, err := readTokenFlag(*tok, *tokFile)
+		if err != nil {
+			return nil, err
+		}
+		t, err := hubAdminToken(e, dir, flagTok)
 		if err != nil {
 			return nil, err
 		}

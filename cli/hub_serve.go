@@ -44,7 +44,7 @@ Terminate TLS in front of it for non-loopback use.`,
 			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
 			heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
 			node := fs.String("node", "", "node `name` in presence records (default hostname)")
-			adminToken := fs.String("admin-token", "", "admin `token` (default env ROOMRELAY_ADMIN_TOKEN or DATA/hub/admin-token)")
+			adminTokenFlag, adminTokenFile := adminTokenFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
@@ -53,7 +53,11 @@ Terminate TLS in front of it for non-loopback use.`,
 				if err != nil {
 					return err
 				}
-				tok, err := serveAdminToken(e, dir, *adminToken)
+				adminToken, err := readTokenFlag(*adminTokenFlag, *adminTokenFile)
+				if err != nil {
+					return err
+				}
+				tok, err := serveAdminToken(e, dir, adminToken)
 				if err != nil {
 					return err
 				}
@@ -67,7 +71,7 @@ Terminate TLS in front of it for non-loopback use.`,
 					nats = "NATS at " + *natsURL
 				}
 				fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
-					srv.url, nats, adminTokenSource(e, dir, *adminToken), srv.url, mcpfront.Path)
+					srv.url, nats, adminTokenSource(e, dir, adminToken, *adminTokenFile), srv.url, mcpfront.Path)
 				if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {
 					return err
 				}
@@ -200,8 +204,10 @@ func serveAdminToken(e *Env, dataDir, flagTok string) (string, error) {
 	return hub.LoadOrCreateAdminToken(dataDir)
 }
 
-func adminTokenSource(e *Env, dir, flagTok string) string {
+func adminTokenSource(e *Env, dir, flagTok, file string) string {
 	switch {
+	case file != "":
+		return file
 	case flagTok != "":
 		return "--admin-token"
 	case e.Getenv("ROOMRELAY_ADMIN_TOKEN") != "":

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 	"time"
 )
 
@@ -70,6 +71,11 @@ func Decode(data []byte, max int) (Frame, error) {
 	}
 	if len(data) > max {
 		return nil, protoErr(CloseTooBig, "frame of %d bytes exceeds the %d-byte limit", len(data), max)
+	}
+	// RFC 6455 §8.1: a text frame that is not UTF-8 fails the connection
+	// with 1007 (encoding/json would silently replace the bytes).
+	if !utf8.Valid(data) {
+		return nil, protoErr(CloseInvalidPayload, "text frame is not valid UTF-8")
 	}
 	var head struct {
 		Type *string `json:"type"`

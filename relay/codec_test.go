@@ -116,3 +116,15 @@ func TestCodesClosedSet(t *testing.T) {
 		t.Fatalf("wrapped error mapped to %+v", e)
 	}
 }
+
+// TestDecodeInvalidUTF8 is RFC 6455's rule: a text frame that is not UTF-8
+// closes with 1007, not 1002.
+func TestDecodeInvalidUTF8(t *testing.T) {
+	for _, b := range [][]byte{[]byte("{\"type\":\"hel\xfflo\"}"), []byte("{\"type\":\"event\",\"event\":\"x\",\"data\":\"\xc3\x28\"}")} {
+		_, err := Decode(b, 0)
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || pe.Close != CloseInvalidPayload {
+			t.Errorf("%q: %v, want close %d", b, err, CloseInvalidPayload)
+		}
+	}
+}

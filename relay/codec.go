@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxFrame is the largest frame either side accepts unless configured.

@@ -1,14 +1,18 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -59,8 +63,21 @@ type dedupeStore struct {
 // dedupeEntry is what the store knows about a command id.
 type dedupeEntry struct {
 	Name, Project string
+	ArgsHash      string // "" for entries stored before the column existed
 	State         string
 	Result        *relay.Result // nil while started
+}
+
+// argsHash identifies a command's arguments, whitespace aside: a reused id
+// with other arguments is a conflict, not a redelivery.
+func argsHash(args json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, args) != nil {
+		b.Reset()
+		b.Write(args)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(sum[:16])
 }
 
 func openDedupe(ctx context.Context, dir string, clock Clock, ttl time.Duration, max int, maxBytes int64) (*dedupeStore, error) {
@@ -89,6 +106,12 @@ func openDedupe(ctx context.Context, dir string, clock Clock, ttl time.Duration,
 		db.Close()
 		return nil, fmt.Errorf("dedupe store: create schema in %s: %w", DedupeFile, err)
 	}
+	// Added after the first release: stores from then lack the column.
+	if _, err := db.ExecContext(ctx, `ALTER TABLE commands ADD COLUMN args_hash TEXT NOT NULL DEFAULT ''`); err != nil &&
+		!strings.Contains(err.Error(), "duplicate column") {
+		db.Close()
+		return nil, fmt.Errorf("dedupe store: add args_hash to %s: %w", DedupeFile, err)
+	}
 	s := &dedupeStore{db: db, clock: clock, ttl: ttl, max: max, maxBytes: maxBytes}
 	if err := s.prune(ctx); err != nil {
 		db.Close()
@@ -104,8 +127,8 @@ func (s *dedupeStore) lookup(ctx context.Context, id string) (*dedupeEntry, erro
 	var e dedupeEntry
 	var res []byte
 	err := s.db.QueryRowContext(ctx,
-		`SELECT name, project, state, result FROM commands WHERE id = ?`, id).
-		Scan(&e.Name, &e.Project, &e.State, &res)
+		`SELECT name, project, args_hash, state, result FROM commands WHERE id = ?`, id).
+		Scan(&e.Name, &e.Project, &e.ArgsHash, &e.State, &res)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -126,9 +149,9 @@ func (s *dedupeStore) lookup(ctx context.Context, id string) (*dedupeEntry, erro
 // got there first): the caller must then not run the command.
 func (s *dedupeStore) markStarted(ctx context.Context, cmd *relay.Command) (bool, error) {
 	r, err := s.db.ExecContext(ctx,
-		`INSERT INTO commands (id, name, project, state, started_at) VALUES (?, ?, ?, 'started', ?)
+		`INSERT INTO commands (id, name, project, args_hash, state, started_at) VALUES (?, ?, ?, ?, 'started', ?)
 		 ON CONFLICT (id) DO NOTHING`,
-		cmd.ID, cmd.Name, cmd.ProjectID, s.clock.Now().UnixMilli())
+		cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), s.clock.Now().UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("dedupe store: mark %q started: %w", cmd.ID, err)
 	}
@@ -148,9 +171,9 @@ func (s *dedupeStore) finish(ctx context.Context, cmd *relay.Command, res *relay
 	}
 	now := s.clock.Now().UnixMilli()
 	if _, err := s.db.ExecContext(ctx,
-		`INSERT INTO commands (id, name, project, state, result, started_at, done_at) VALUES (?, ?, ?, 'done', ?, ?, ?)
+		`INSERT INTO commands (id, name, project, args_hash, state, result, started_at, done_at) VALUES (?, ?, ?, ?, 'done', ?, ?, ?)
 		 ON CONFLICT (id) DO UPDATE SET state = 'done', result = excluded.result, done_at = excluded.done_at`,
-		cmd.ID, cmd.Name, cmd.ProjectID, b, now, now); err != nil {
+		cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), b, now, now); err != nil {
 		return fmt.Errorf("dedupe store: store result of %q: %w", cmd.ID, err)
 	}
 	if s.inserts.Add(1)%pruneEvery == 0 {

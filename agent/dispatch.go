@@ -100,9 +100,9 @@ func (a *Agent) handle(first delivery, c *call) {
 // forDuplicate returns the result a duplicate delivery gets: the same one,
 // unless the id was reused for a different command.
 func (a *Agent) forDuplicate(orig, dup *relay.Command, res *relay.Result) *relay.Result {
-	if orig.Name != dup.Name || orig.ProjectID != dup.ProjectID {
+	if orig.Name != dup.Name || orig.ProjectID != dup.ProjectID || argsHash(orig.Args) != argsHash(dup.Args) {
 		return failure(dup.ID, relay.Errorf(relay.CodeIdempotencyConflict,
-			"command id %q was already used for %s in project %s; use a new id", dup.ID, orig.Name, orig.ProjectID))
+			"command id %q was already used for %s in project %s with other arguments; use a new id", dup.ID, orig.Name, orig.ProjectID))
 	}
 	return res
 }
@@ -176,9 +176,9 @@ func (a *Agent) execute(c *call) *relay.Result {
 
 // redelivered answers a command id the store already knows.
 func (a *Agent) redelivered(ctx context.Context, cmd *relay.Command, e *dedupeEntry) *relay.Result {
-	if e.Name != cmd.Name || e.Project != cmd.ProjectID {
+	if e.Name != cmd.Name || e.Project != cmd.ProjectID || (e.ArgsHash != "" && e.ArgsHash != argsHash(cmd.Args)) {
 		return failure(cmd.ID, relay.Errorf(relay.CodeIdempotencyConflict,
-			"command id %q was already used for %s in project %s; use a new id", cmd.ID, e.Name, e.Project))
+			"command id %q was already used for %s in project %s with other arguments; use a new id", cmd.ID, e.Name, e.Project))
 	}
 	if e.State == stateDone && e.Result != nil {
 		return e.Result

@@ -448,3 +448,34 @@ func TestDedupeStoreSizeLimit(t *testing.T) {
 		t.Errorf("%d entries, want 2", n)
 	}
 }
+
+// TestReusedIDWithOtherArgsConflicts: the stored result of read_room(A)
+// must not answer read_room(B) under the same id; the same arguments with
+// other whitespace are the same command.
+func TestReusedIDWithOtherArgsConflicts(t *testing.T) {
+	hub := newTestHub(t)
+	var runs atomic.Int32
+	a := newTestAgent(t, hub, "", nil)
+	a.Register("count", counting(&runs))
+	start(t, a)
+	c := hub.next(t)
+	first := command("id-args", "count", "")
+	first.Args = []byte(`{"room_id":"A"}`)
+	c.send(first)
+	if r := c.result(t); !r.OK {
+		t.Fatalf("first: %+v", r.Error)
+	}
+	same := command("id-args", "count", "")
+	same.Args = []byte(`{ "room_id" : "A" }`)
+	c.send(same)
+	if r := c.result(t); !r.OK || runs.Load() != 1 {
+		t.Fatalf("same args, other whitespace: %+v, %d runs", r.Error, runs.Load())
+	}
+	other := command("id-args", "count", "")
+	other.Args = []byte(`{"room_id":"B"}`)
+	c.send(other)
+	wantCode(t, c.result(t), "id-args", relay.CodeIdempotencyConflict)
+	if runs.Load() != 1 {
+		t.Errorf("handler ran %d times", runs.Load())
+	}
+}

@@ -3,7 +3,9 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +101,43 @@ func TestOversizedCommandIsRefused(t *testing.T) {
 		t.Fatalf("oversized frame: %d %+v", status, res.Error)
 	}
 	th.roundTrip(dev) // the agent is still connected
+}
+
+// TestEnrollAttemptsAreReservedFirst: 200 concurrent wrong codes from one
+// address: at most the allowed failures are evaluated, the rest are
+// rate_limited, and a valid code from another address still works.
+func TestEnrollAttemptsAreReservedFirst(t *testing.T) {
+	th := startHub(t, Config{EnrollFailures: 10})
+	ctx := context.Background()
+	var mu sync.Mutex
+	evaluated, limited := 0, 0
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			_, err := th.Enroll(ctx, hubapi.EnrollRequest{Code: "ZZZZ-ZZZZ"}, "", "192.0.2.7")
+			var he *Error
+			if !errors.As(err, &he) {
+				t.Errorf("enroll: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if he.Code == "rate_limited" {
+				limited++
+			} else {
+				evaluated++
+			}
+		})
+	}
+	wg.Wait()
+	if evaluated > 10 || limited != 200-evaluated {
+		t.Errorf("%d evaluated, %d rate_limited; want at most 10 evaluated", evaluated, limited)
+	}
+	pc, err := th.Pair(ctx, "p1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := th.Enroll(ctx, hubapi.EnrollRequest{Code: pc.Code}, "", "192.0.2.8"); err != nil {
+		t.Fatalf("a valid code from another address: %v", err)
+	}
 }

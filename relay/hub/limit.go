@@ -51,11 +51,40 @@ func (l *failLimiter) blocked(key string) (bool, time.Duration) {
 	return w.n >= l.max, left
 }
 
+// take reserves one attempt of key before it is evaluated: false (and
+// when to retry) when key used up its attempts. Concurrent attempts cannot
+// all pass the check before any is counted. refund gives back the attempt
+// of one that succeeded.
+func (l *failLimiter) take(key string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if w := l.hits[key]; w != nil {
+		if left := w.start.Add(l.window).Sub(now); left > 0 && w.n >= l.max {
+			return false, left
+		}
+	}
+	l.failLocked(key, now)
+	return true, 0
+}
+
+// refund returns an attempt taken for key (it succeeded).
+func (l *failLimiter) refund(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w := l.hits[key]; w != nil && w.n > 0 {
+		w.n--
+	}
+}
+
 // fail counts one failed attempt of key.
 func (l *failLimiter) fail(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
+	l.failLocked(key, l.now())
+}
+
+func (l *failLimiter) failLocked(key string, now time.Time) {
 	w := l.hits[key]
 	if w == nil || !now.Before(w.start.Add(l.window)) {
 		if len(l.hits) >= maxTracked {

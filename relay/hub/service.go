@@ -77,16 +77,26 @@ func (h *Hub) Pair(ctx context.Context, project string, ttl time.Duration) (*hub
 // of an enrolled device, one more project for it. addr is the caller's
 // address for the failed-enrollment limit.
 func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken, addr string) (*hubapi.Enrollment, error) {
-	if blocked, retry := h.enrollLim.blocked(addr); blocked {
+	// Every attempt is counted before it is evaluated and refunded once it
+	// succeeded, so concurrent guesses cannot all pass the check first.
+	ok, retry := h.enrollLim.take(addr)
+	if !ok {
 		return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: fmt.Sprintf("too many failed enrollments from %s; retry in %s with a valid code from `roomrelay hub pair`", addr, retry.Round(time.Second))}
 	}
+	refunded := false
+	refund := func() {
+		if !refunded {
+			refunded = true
+			h.enrollLim.refund(addr)
+		}
+	}
 	code, ok := normalizeCode(req.Code)
 	if !ok {
-		h.enrollLim.fail(addr)
 		return nil, errInvalid("a pairing code is 8 characters like ABCD-1234")
 	}
 	if len(req.DeviceName) > 100 || len(req.OS) > 32 {
+		refund() // not a guess
 		return nil, errInvalid("device_name is at most 100 bytes and os at most 32")
 	}
 	// An existing device adds a project with its own token; check it before
@@ -95,6 +105,7 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 	if deviceToken != "" {
 		d, err := h.st.deviceForToken(ctx, deviceToken)
 		if err != nil {
+			refund() // a bad device token is refused on its own
 			return nil, err
 		}
 		existing = d
@@ -106,11 +117,12 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 	pr, err := h.st.spendPairingCode(ctx, code, devID, h.cfg.Now())
 	if err != nil {
 		if errors.Is(err, errCodeUnknown) || errors.Is(err, errCodeUsed) || errors.Is(err, errCodeExpired) {
-			h.enrollLim.fail(addr)
-			return nil, err
+			return nil, err // the attempt stays counted
 		}
+		refund()
 		return nil, unavailable("check the code", err)
 	}
+	refund()
 
 	var out hubapi.Enrollment
 	if existing != nil {

@@ -71,6 +71,7 @@ type Daemon struct {
 	store   *rooms.Store
 	audit   *audit.Log
 	limiter *allowlist.Limiter
+	lock    *os.File // the state dir's lock, held while open
 
 	policy      atomic.Pointer[allowlist.Policy]
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
@@ -105,17 +106,24 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		}
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now)}
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d.lock = lock
 	if err := d.reloadPolicy(); err != nil {
+		d.Close()
 		return nil, err
 	}
 	store, err := rooms.Open(ctx, filepath.Join(cfg.DataDir, RoomsDB), cfg.Logger)
 	if err != nil {
+		d.Close()
 		return nil, fmt.Errorf("open local rooms: %w", err)
 	}
 	d.store = store
 	al, err := audit.Open(filepath.Join(cfg.StateDir, AuditDir), audit.Options{})
 	if err != nil {
-		store.Close()
+		d.Close()
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
 	d.audit = al
@@ -180,6 +188,10 @@ func (d *Daemon) Close() error {
 	}
 	if d.store != nil {
 		errs = append(errs, d.store.Close())
+	}
+	if d.lock != nil {
+		errs = append(errs, d.lock.Close()) // releases the lock
+		d.lock = nil
 	}
 	return errors.Join(errs...)
 }

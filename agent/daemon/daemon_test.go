@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,4 +54,28 @@ func TestIdleTickDoesNoWork(t *testing.T) {
 	if d.stats.policyLoads.Load() != loads+1 || d.stats.decisionQueries.Load() != queries+1 {
 		t.Fatalf("changes not picked up: policy loads %d→%d, decision queries %d→%d", loads, d.stats.policyLoads.Load(), queries, d.stats.decisionQueries.Load())
 	}
+}
+
+// TestOneAgentPerStateDir: a second agent on the same state dir is refused
+// with what to do; once the first closed, the next one starts.
+func TestOneAgentPerStateDir(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
+		HubURL: "http://127.0.0.1:1", DeviceID: "dev-x", Token: "t"}
+	first, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), cfg)
+	if !errors.Is(err, ErrAlreadyRunning) || !strings.Contains(err.Error(), "pid ") {
+		t.Fatalf("second agent: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	again.Close()
 }

@@ -72,6 +72,7 @@ type Daemon struct {
 	audit   *audit.Log
 	limiter *allowlist.Limiter
 	lock    *os.File // the state dir's lock, held while open
+	damaged string   // why the rooms store failed its check at open; "" if it passed
 
 	policy      atomic.Pointer[allowlist.Policy]
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
@@ -134,6 +135,14 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Rooms:  d.directory,
 		Guard:  d.guard,
 		Audit:  d.record,
+	}
+	// A damaged store is found now, not by every command: the agent still
+	// connects (the hub shows it online), status names the problem, and
+	// every command is refused without a retry hint.
+	if err := store.QuickCheck(ctx); err != nil {
+		d.damaged = err.Error()
+		d.log.Error("the local rooms database is damaged; every command is refused until it is repaired", "err", err)
+		acfg.Notes = append(acfg.Notes, "the local rooms database "+filepath.Join(cfg.DataDir, RoomsDB)+" is damaged ("+err.Error()+"): every command is refused; restore it from a backup, or move it away to start empty")
 	}
 	if cfg.Sandbox == nil && cfg.NoSandboxReason != "" {
 		acfg.Notes = append(acfg.Notes, "no sandbox: "+cfg.NoSandboxReason+"; approved snippets are not smoke-run")

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 func openTest(t *testing.T) *Daemon {
@@ -78,4 +82,58 @@ func TestOneAgentPerStateDir(t *testing.T) {
 		t.Fatalf("after the first closed: %v", err)
 	}
 	again.Close()
+}
+
+// TestDamagedStoreIsReported: a rooms database that fails its check at
+// open is named in the agent's status notes, and every command is refused
+// without a retry hint instead of failing one by one as retryable.
+func TestDamagedStoreIsReported(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
+		HubURL: "http://127.0.0.1:1", DeviceID: "dev-x", Token: "t"}
+	ctx := context.Background()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cfg.DataDir, RoomsDB)
+	s, err := rooms.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateProject(ctx, "p1", "p1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		if _, err := s.CreateRoom(ctx, rooms.NewRoom{ID: "room-" + strconv.Itoa(i), ProjectID: "p1", Name: strings.Repeat("n", 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two pages of room rows, well past the schema and the migration
+	// records at the start of the file.
+	start := (len(b) * 3 / 4) &^ 4095
+	for i := start + 100; i < start+2*4096 && i < len(b); i++ {
+		b[i] = 0xA5
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer d.Close()
+	notes := strings.Join(d.Agent().Status().Notes, "\n")
+	if !strings.Contains(notes, "is damaged") {
+		t.Fatalf("status notes %q", notes)
+	}
+	err = d.guard(ctx, &relay.Command{ID: "c1", ProjectID: "p1", Name: relay.CmdReadRoom, Args: []byte(`{"room_id":"room-1"}`)})
+	var re *relay.Error
+	if !errors.As(err, &re) || re.Code != relay.CodeInternal || re.Retryable || !strings.Contains(re.Message, "damaged") {
+		t.Fatalf("guard: %v", err)
+	}
 }

@@ -23,6 +23,11 @@ const defaultListLimit = 20
 // allowed, room listed, tightened bounds), then the command's schema and
 // rules.
 func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
+	if d.damaged != "" {
+		e := relay.Errorf(relay.CodeInternal, "the device's local rooms database is damaged (%s); its owner must repair it: see `roomrelay status` on the device", d.damaged)
+		e.Retryable = false // retrying cannot help
+		return e
+	}
 	p := d.policy.Load()
 	err := d.limiter.Allow(p, cmd.ProjectID, cmd.Name)
 	if err == nil {

@@ -200,6 +200,34 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 // ErrCorrupt is returned by IntegrityCheck when SQLite finds damage.
 var ErrCorrupt = errors.New("rooms: database failed its integrity check")
 
+// QuickCheck runs PRAGMA quick_check (no index cross-checks: fast enough
+// for every agent start) and returns ErrCorrupt with SQLite's findings. A
+// database too damaged to query at all is ErrCorrupt too.
+func (s *Store) QuickCheck(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, "PRAGMA quick_check")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	defer rows.Close()
+	var msgs []string
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		if m != "ok" {
+			msgs = append(msgs, m)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("%w: %s", ErrCorrupt, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
 // IntegrityCheck runs PRAGMA integrity_check and a foreign key check and
 // returns nil only if both come back clean.
 func (s *Store) IntegrityCheck(ctx context.Context) error {

@@ -104,6 +104,7 @@ func withConns(perAddr, total int) connLimits {
 type hubServer struct {
 	hub       *hub.Hub
 	url       string
+	conns     *hub.ConnLimiter
 	srv       *http.Server
 	stop      context.CancelFunc
 	runEnded  chan struct{} // closed when the hub's Run returned runErr
@@ -135,7 +136,8 @@ func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL strin
 		log = slog.New(slog.DiscardHandler)
 	}
 	hctx, stop := context.WithCancel(ctx)
-	s := &hubServer{hub: h, url: "http://" + ln.Addr().String(), stop: stop,
+	conns := hub.NewConnLimiter(limits.perAddr, limits.total)
+	s := &hubServer{hub: h, url: "http://" + ln.Addr().String(), stop: stop, conns: conns,
 		runEnded: make(chan struct{}), serveErr: make(chan error, 1),
 		srv: &http.Server{
 			Handler: mux,
@@ -145,7 +147,7 @@ func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL strin
 			ReadTimeout:       limits.read,
 			WriteTimeout:      limits.write,
 			IdleTimeout:       limits.idleAfter,
-			ConnState:         hub.NewConnLimiter(limits.perAddr, limits.total).ConnState,
+			ConnState:         conns.ConnState,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
 	go func() {

@@ -20,7 +20,7 @@ import (
 // keep-alive connection, cuts a body dribbled too slowly, and sheds
 // connections past the per-address cap while still answering once one goes.
 func TestHubServerBoundsConnections(t *testing.T) {
-	lim := connLimits{perAddr: 3, total: 100, header: time.Second, read: 500 * time.Millisecond, write: 5 * time.Second, idleAfter: 300 * time.Millisecond}
+	lim := connLimits{perAddr: 3, total: 100, header: 5 * time.Second, read: 500 * time.Millisecond, write: 5 * time.Second, idleAfter: 300 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t", Logger: slog.New(slog.DiscardHandler)}, "127.0.0.1:0", "", lim)
@@ -70,7 +70,16 @@ func TestHubServerBoundsConnections(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	time.Sleep(50 * time.Millisecond) // let the server see them
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if open, _ := srv.conns.Stats(); open == 3 {
+			break // the server counted them (the earlier ones are gone)
+		}
+		if time.Now().After(deadline) {
+			open, _ := srv.conns.Stats()
+			t.Fatalf("%d connections counted, want the 3 held", open)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	c, err = net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -80,10 +89,13 @@ func TestHubServerBoundsConnections(t *testing.T) {
 		t.Error("a connection past the per-address cap was served")
 	}
 	c.Close()
+	if _, shed := srv.conns.Stats(); shed == 0 {
+		t.Error("nothing was shed")
+	}
 	for _, c := range held {
 		c.Close()
 	}
-	// The held ones time out on their headers or were closed: the hub answers again.
+	// The held ones are closed: the hub answers again.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get(srv.url + "/v1/healthz")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/sandbox"
 )
 
 func openTest(t *testing.T) *Daemon {
@@ -135,5 +136,30 @@ func TestDamagedStoreIsReported(t *testing.T) {
 	var re *relay.Error
 	if !errors.As(err, &re) || re.Code != relay.CodeInternal || re.Retryable || !strings.Contains(re.Message, "damaged") {
 		t.Fatalf("guard: %v", err)
+	}
+}
+
+// TestBuildSummaryHidesOwnerAppText: a smoke-run failure of an app the owner
+// added tells the cloud the phase, location and error class, never the
+// message (which can quote the app's source); a cloud-proposed app's own
+// error text goes back to the cloud that wrote it.
+func TestBuildSummaryHidesOwnerAppText(t *testing.T) {
+	r := &sandbox.Result{Phase: sandbox.PhaseRender, Error: &sandbox.ErrorInfo{
+		Message: "ReferenceError: OWNER_SECRET_MARKER_42 is not defined", File: "src/App.tsx", Line: 3, Column: 9}}
+	owner := buildSummary(r, false)
+	if strings.Contains(owner, "OWNER_SECRET") || !strings.Contains(owner, "src/App.tsx:3:9") || !strings.Contains(owner, "ReferenceError") {
+		t.Errorf("owner app: %q", owner)
+	}
+	if cloud := buildSummary(r, true); !strings.Contains(cloud, "OWNER_SECRET_MARKER_42 is not defined") {
+		t.Errorf("cloud app: %q", cloud)
+	}
+	b := &sandbox.Result{Phase: sandbox.PhaseBuild, BuildErrors: []sandbox.Message{{File: "src/App.tsx", Line: 1, Column: 1, Text: `Could not resolve "SECRET_IMPORT"`}}}
+	if s := buildSummary(b, false); strings.Contains(s, "SECRET_IMPORT") || !strings.Contains(s, "build error") {
+		t.Errorf("owner app build: %q", s)
+	}
+	for msg, want := range map[string]string{"TypeError: x": "TypeError", "boom": "error", "my secret: value": "error", "": "error"} {
+		if got := errorClass(msg); got != want {
+			t.Errorf("errorClass(%q) = %q, want %q", msg, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
@@ -101,12 +102,12 @@ func (d *Daemon) registerHandlers() {
 		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
 			return nil, err
 		}
-		res, err := d.smokeRunApp(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
+		res, summary, err := d.smokeRunApp(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
 		if err != nil {
 			return nil, err
 		}
 		if !res.OK {
-			return nil, relay.Errorf(relay.CodeSandboxFailed, "%s", buildSummary(res))
+			return nil, relay.Errorf(relay.CodeSandboxFailed, "%s", summary)
 		}
 		return smokeSummary(res), nil
 	})
@@ -151,8 +152,11 @@ func smokeSummary(r *sandbox.Result) SmokeSummary {
 }
 
 // buildSummary is one line for the build state and for sandbox_failed: the
-// phase and where in the TSX it failed.
-func buildSummary(r *sandbox.Result) string {
+// phase and where in the TSX it failed. The error's text goes with it only
+// when withText: an app the owner added on the device is not the cloud's to
+// read, and an error message can quote its source ("OWNER_SECRET is not
+// defined"), so the cloud then gets the error class and location only.
+func buildSummary(r *sandbox.Result, withText bool) string {
 	if r.OK {
 		n := 0
 		if r.Render != nil {
@@ -165,48 +169,77 @@ func buildSummary(r *sandbox.Result) string {
 		if e.File != "" {
 			msg += fmt.Sprintf(" at %s:%d:%d", e.File, e.Line, e.Column)
 		}
-		msg += ": " + e.Message
+		if withText {
+			msg += ": " + e.Message
+		} else {
+			msg += ": " + errorClass(e.Message) + " (details only on the device: `roomrelay snippet check`)"
+		}
 	} else if len(r.BuildErrors) > 0 {
 		b := r.BuildErrors[0]
-		msg += fmt.Sprintf(" at %s:%d:%d: %s", b.File, b.Line, b.Column, b.Text)
+		msg += fmt.Sprintf(" at %s:%d:%d", b.File, b.Line, b.Column)
+		if withText {
+			msg += ": " + b.Text
+		} else {
+			msg += ": build error (details only on the device)"
+		}
 	}
 	return msg
+}
+
+// errorClass is the JavaScript error's class ("ReferenceError") from its
+// message, or "error".
+func errorClass(msg string) string {
+	name, _, ok := strings.Cut(msg, ":")
+	if ok && name != "" && len(name) <= 40 && strings.HasSuffix(name, "Error") && !strings.ContainsFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '$')
+	}) {
+		return name
+	}
+	return "error"
 }
 
 // smokeRunApp runs an approved snippet app's exact stored content in the
 // sandbox and records the outcome as its build state. Pending proposals are
 // not apps, so they are not_found here.
-func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID string) (*sandbox.Result, error) {
+// The summary is the line recorded and shown to the cloud (buildSummary,
+// with the error text only for apps that came from a cloud proposal).
+func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID string) (*sandbox.Result, string, error) {
 	files, err := d.store.AppFiles(ctx, projectID, roomID, instanceID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	st, err := d.store.ReadRoomAppStatus(ctx, projectID, roomID, instanceID)
+	if err != nil {
+		return nil, "", err
+	}
+	fromCloud := st.Review.State == rooms.ReviewApproved
 	if len(files) == 0 {
-		return nil, relay.Errorf(relay.CodeInvalidArgs, "app %q is a repository app: it has no snippet files to smoke-run on the device", instanceID)
+		return nil, "", relay.Errorf(relay.CodeInvalidArgs, "app %q is a repository app: it has no snippet files to smoke-run on the device", instanceID)
 	}
 	if d.cfg.Sandbox == nil {
 		if d.cfg.NoSandboxReason != "" {
-			return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox: %s", d.cfg.NoSandboxReason)
+			return nil, "", relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox: %s", d.cfg.NoSandboxReason)
 		}
-		return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox")
+		return nil, "", relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox")
 	}
 	if d.cfg.EnsureRuntime != nil {
 		if err := d.cfg.EnsureRuntime(ctx); err != nil {
-			return nil, relay.Errorf(relay.CodeSandboxFailed, "the sandbox's JS runtime is unavailable on the device: %v", err)
+			return nil, "", relay.Errorf(relay.CodeSandboxFailed, "the sandbox's JS runtime is unavailable on the device: %v", err)
 		}
 	}
 	res, err := d.cfg.Sandbox.SmokeRun(ctx, files)
 	if err != nil {
-		return nil, fmt.Errorf("smoke-run: %w", err)
+		return nil, "", fmt.Errorf("smoke-run: %w", err)
 	}
+	summary := buildSummary(res, fromCloud)
 	state := rooms.BuildOK
 	if !res.OK {
 		state = rooms.BuildFailed
 	}
-	if err := d.store.SetBuildState(ctx, instanceID, rooms.Build{State: state, Phase: string(res.Phase), Summary: buildSummary(res)}); err != nil {
-		return nil, err
+	if err := d.store.SetBuildState(ctx, instanceID, rooms.Build{State: state, Phase: string(res.Phase), Summary: summary}); err != nil {
+		return nil, "", err
 	}
-	return res, nil
+	return res, summary, nil
 }
 
 // storeChanged reports whether the rooms database (or its WAL, where other
@@ -246,7 +279,7 @@ func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 	}
 	for _, p := range ps {
 		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil {
-			if res, err := d.smokeRunApp(ctx, p.Project, p.RoomID, p.InstanceID); err != nil {
+			if res, _, err := d.smokeRunApp(ctx, p.Project, p.RoomID, p.InstanceID); err != nil {
 				d.log.Warn("smoke-run after approval failed to run", "proposal", p.ID, "err", err)
 			} else {
 				d.log.Info("smoke-run after approval", "proposal", p.ID, "ok", res.OK, "phase", res.Phase)

@@ -74,6 +74,9 @@ var loaders = map[string]api.Loader{
 // resolveSuffixes are tried in order for an extensionless relative import.
 var resolveSuffixes = []string{"", ".tsx", ".ts", ".jsx", ".js", ".json", ".css", "/index.tsx", "/index.ts", "/index.jsx", "/index.js"}
 
+// hostlessEntry is the entry point as esbuild is given it.
+const hostlessEntry = "/dev/null/roomrelay-snippet/" + EntryPath
+
 // Build bundles files (relative path → contents) in memory. A failed build
 // returns a *BuildError.
 func Build(files map[string]string) (*Bundle, error) {
@@ -81,7 +84,10 @@ func Build(files map[string]string) (*Bundle, error) {
 		return nil, &BuildError{Messages: []Message{{Text: EntryPath + " is missing: it is the snippet's entry point"}}}
 	}
 	res := api.Build(api.BuildOptions{
-		EntryPoints: []string{EntryPath},
+		// An entry path no host file can have (nothing lives below a
+		// device file), which the plugin maps to EntryPath: esbuild would
+		// otherwise look for EntryPath in the process's working directory.
+		EntryPoints: []string{hostlessEntry},
 		Bundle:      true,
 		Write:       false,
 		Outdir:      "out",
@@ -178,7 +184,10 @@ func resolve(files map[string]string, a api.OnResolveArgs) api.OnResolveResult {
 	}
 	p := a.Path
 	if a.Kind == api.ResolveEntryPoint {
-		return api.OnResolveResult{Path: p, Namespace: snippetNS}
+		// The entry is always EntryPath in the snippet's namespace, whatever
+		// esbuild made of it (it prefixes "./" when the process's working
+		// directory happens to hold such a file).
+		return api.OnResolveResult{Path: EntryPath, Namespace: snippetNS}
 	}
 	if strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") {
 		if a.Namespace != snippetNS {

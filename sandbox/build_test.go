@@ -5,6 +5,8 @@ package sandbox
 import (
 	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -96,4 +98,33 @@ func FuzzBuild(f *testing.F) {
 			t.Fatalf("unexpected error type %T: %v", err, err)
 		}
 	})
+}
+
+// TestBuildIgnoresTheWorkingDirectory: with a decoy src/App.tsx and a decoy
+// import target in the process's working directory, a valid snippet builds
+// from its own files only, and an import the snippet lacks fails instead of
+// reaching the decoy (esbuild used to find the entry there and fail with
+// "./src/App.tsx is not part of the snippet").
+func TestBuildIgnoresTheWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "src"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]string{"App.tsx": `export default function App() { return "DECOY_APP" }`, "util.ts": `export const x = "DECOY_UTIL"`} {
+		if err := os.WriteFile(filepath.Join(dir, "src", name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	b, err := Build(map[string]string{EntryPath: `export default function App() { return <p>own</p> }`})
+	if err != nil {
+		t.Fatalf("a valid snippet beside a decoy: %v", err)
+	}
+	if strings.Contains(b.Code, "DECOY") || !strings.Contains(b.Code, "own") {
+		t.Fatalf("the bundle is not the snippet's:\n%s", b.Code)
+	}
+	_, err = Build(map[string]string{EntryPath: `import { x } from "./util"; export default function App() { return <p>{x}</p> }`})
+	if err == nil || !strings.Contains(err.Error(), "no file src/util in the snippet") {
+		t.Fatalf("an import only the decoy has: %v", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -163,7 +164,9 @@ func DecodeArgs(command string, args json.RawMessage, v any) error {
 //  1. file-count: at most MaxSnippetFiles files;
 //  2. unsafe-path: every path passes CheckPath;
 //  3. path-collision: no two paths are the same file once case and Unicode
-//     normalization are ignored, and no path is also another's folder;
+//     normalization are ignored, no two differ only in look-alike letters
+//     of another script (Cyrillic "А" for Latin "A"), and no path is also
+//     another's folder;
 //  4. file-size, total-size: at most MaxSnippetFileBytes per file and
 //     MaxSnippetTotalBytes in all;
 //  5. entry-point: src/App.tsx is present, spelt exactly so.
@@ -190,6 +193,17 @@ func ValidateSnippet(files map[string]string) error {
 				quoteN(p, MaxPathBytes), quoteN(q, MaxPathBytes))}
 		}
 		keys[k] = p
+	}
+	// Paths that differ only in look-alike letters of another script.
+	looks := make(map[string]string, len(paths))
+	for _, p := range paths {
+		k := skeleton(p)
+		if q, dup := looks[k]; dup {
+			return &RuleError{Rule: RuleCollision, Path: p, Message: fmt.Sprintf(
+				"rule: path %s looks like %s (letters of another script that read the same)",
+				strconv.QuoteToASCII(shortenN(p, MaxPathBytes)), quoteN(q, MaxPathBytes))}
+		}
+		looks[k] = p
 	}
 	// A path that is also a folder of another path cannot be written out.
 	for _, p := range paths {
@@ -249,7 +263,10 @@ func ValidateSnippet(files map[string]string) error {
 //
 // The same checks then run on the path's compatibility-caseless form (see
 // foldPath); a failure there has the reason suffixed "after Unicode
-// normalization" (a fullwidth "．．" is ".." under NFKC).
+// normalization" (a fullwidth "．．" is ".." under NFKC). A path whose
+// folded form has other separators than it ("src／x.ts") is a "look-alike
+// separator"; a segment that renders blank (Hangul fillers, braille blank,
+// lone combining marks) is a "blank-looking segment".
 func CheckPath(p string) error {
 	if reason := pathProblem(p); reason != "" {
 		return unsafePath(p, reason)
@@ -258,9 +275,52 @@ func CheckPath(p string) error {
 		if reason := pathProblem(k); reason != "" {
 			return unsafePath(p, reason+" after Unicode normalization")
 		}
+		// A fullwidth solidus (U+FF0F) and its kin read as '/': the reviewer
+		// sees folders the path does not have.
+		if strings.Count(k, "/") != strings.Count(p, "/") {
+			return unsafePath(p, "look-alike separator")
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if base, _, _ := strings.Cut(seg, "."); base != "" && rendersBlank(base) {
+			return unsafePath(p, "blank-looking segment")
+		}
 	}
 	return nil
 }
+
+// rendersBlank reports a string that shows as nothing but white space:
+// spaces, fillers (Hangul U+3164 and kin, braille blank U+2800) and
+// combining marks with nothing to combine with.
+func rendersBlank(s string) bool {
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r), unicode.Is(unicode.Mn, r), unicode.Is(unicode.Me, r):
+		case r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0, r == 0x2800, r == 0x180E, r == 0x17B4, r == 0x17B5:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// confusables maps Cyrillic and Greek letters that look like Latin ones to
+// those, so "src/Аpp.tsx" (Cyrillic А) and "src/App.tsx" are seen as the
+// same path by the reviewer's eye. A small table of the common look-alikes,
+// not all of Unicode's confusables.
+var confusables = strings.NewReplacer(
+	// Cyrillic
+	"А", "A", "В", "B", "Е", "E", "К", "K", "М", "M", "Н", "H", "О", "O", "Р", "P", "С", "C", "Т", "T", "Х", "X",
+	"Ѕ", "S", "І", "I", "Ј", "J", "Ԛ", "Q", "Ԝ", "W",
+	"а", "a", "е", "e", "о", "o", "р", "p", "с", "c", "у", "y", "х", "x", "ѕ", "s", "і", "i", "ј", "j", "ԛ", "q", "ԝ", "w", "һ", "h",
+	// Greek
+	"Α", "A", "Β", "B", "Ε", "E", "Ζ", "Z", "Η", "H", "Ι", "I", "Κ", "K", "Μ", "M", "Ν", "N", "Ο", "O", "Ρ", "P", "Τ", "T", "Υ", "Y", "Χ", "X",
+	"ο", "o", "ν", "v", "ι", "i", "κ", "k", "ρ", "p", "τ", "t", "υ", "u", "χ", "x",
+)
+
+// skeleton is the key two paths look alike on: the fold of the path with
+// look-alike letters mapped to Latin.
+func skeleton(p string) string { return foldPath(confusables.Replace(p)) }
 
 func unsafePath(p, reason string) *RuleError {
 	return &RuleError{Rule: RuleUnsafePath, Reason: reason, Path: p,
@@ -344,6 +404,9 @@ func foldPath(p string) string {
 func checkName(name string) error {
 	if strings.TrimSpace(name) == "" {
 		return &RuleError{Rule: RuleName, Message: "rule: name is empty"}
+	}
+	if rendersBlank(name) {
+		return &RuleError{Rule: RuleName, Message: "rule: name renders blank (only spaces, fillers or combining marks)"}
 	}
 	for i, r := range name {
 		if r != ' ' && !unicode.IsPrint(r) {

@@ -298,7 +298,7 @@ func TestPaths(t *testing.T) {
 		{"src/conin$.ts", "reserved name"},
 		{"lpt0/x.ts", "reserved name"},
 		{"src/\uff0e\uff0e/x.ts", "dot-dot segment after Unicode normalization"},
-		{"src\uff0fx.ts", ""}, // a fullwidth solidus folds to '/', which is safe
+		{"src\uff0fx.ts", "look-alike separator"}, // a fullwidth solidus reads as a folder the path does not have
 		{"src/a\ufe55b.ts", "reserved character after Unicode normalization"},
 		{"src/\uff23\uff2f\uff2e.ts", "reserved name after Unicode normalization"},
 	}
@@ -406,5 +406,39 @@ func TestRoomNotFound(t *testing.T) {
 	e := RoomNotFound("r1")
 	if e.Code != CodeNotFound || e.Message != "room 'r1' not found" {
 		t.Errorf("got %v", e)
+	}
+}
+
+// TestLookAlikesAreRefused: the review's look-alike paths and blank names.
+func TestLookAlikesAreRefused(t *testing.T) {
+	app := "export default () => null"
+	for _, c := range []struct {
+		what  string
+		files map[string]string
+		rule  string
+		in    string
+	}{
+		{"fullwidth solidus", map[string]string{"src/App.tsx": app, "src／evil.ts": "x"}, RuleUnsafePath, "look-alike separator"},
+		{"Cyrillic A beside Latin A", map[string]string{"src/App.tsx": app, "src/Аpp.tsx": "x"}, RuleCollision, `\u0410pp.tsx`},
+		{"Greek omicron beside Latin o", map[string]string{"src/App.tsx": app, "src/foo.ts": "x", "src/fοo.ts": "y"}, RuleCollision, "looks like"},
+		{"a blank segment", map[string]string{"src/App.tsx": app, "src/\u3164.ts": "x"}, RuleUnsafePath, "blank-looking segment"},
+	} {
+		err := ValidateSnippet(c.files)
+		var re *RuleError
+		if !errors.As(err, &re) || re.Rule != c.rule || !strings.Contains(err.Error(), c.in) {
+			t.Errorf("%s: %v, want %s naming %q", c.what, err, c.rule, c.in)
+		}
+	}
+	// Other scripts alone are fine: a path all in Cyrillic has no twin.
+	if err := ValidateSnippet(map[string]string{"src/App.tsx": app, "src/привет.ts": "x"}); err != nil {
+		t.Errorf("a Cyrillic path with no Latin twin: %v", err)
+	}
+	for _, name := range []string{"\u3164\u3164\u3164", "\u2800", " \u0301"} {
+		if err := checkName(name); err == nil {
+			t.Errorf("name %q renders blank but passed", name)
+		}
+	}
+	if err := checkName("Стендап таймер"); err != nil {
+		t.Errorf("a Cyrillic name: %v", err)
 	}
 }

@@ -340,13 +340,7 @@ func mustDevice(t testing.TB, h *runningHub, id string) *hubapi.Device {
 // TestHubRestart: the hub goes away and comes back on the same address and
 // data dir; the agent reconnects by itself and commands work again.
 func TestHubRestart(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	dir, addr := t.TempDir(), freeLoopbackAddr(t)
 	h := startHubAt(t, hub.Config{DataDir: dir}, addr)
 	dv := enroll(t, h, "proj-a")
 	dv.enable(t, "proj-a")
@@ -402,4 +396,16 @@ func mountHub(h *hub.Hub, fcfg mcpfront.Config) http.Handler {
 	front.Mount(mux)
 	mux.Handle("/", h.Handler())
 	return mux
+}
+
+// freeLoopbackAddr is a loopback address free now, for a hub that restarts
+// on the same address.
+func freeLoopbackAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

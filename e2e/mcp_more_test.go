@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
@@ -17,13 +16,7 @@ import (
 // the hub restarts under it (stateless: no session to lose), once the
 // device is back.
 func TestMCPHubRestartMidSession(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	dir, addr := t.TempDir(), freeLoopbackAddr(t)
 	h := startHubAt(t, hub.Config{DataDir: dir}, addr)
 	dv := enroll(t, h, "proj-a")
 	dv.enable(t, "proj-a")

@@ -74,7 +74,9 @@
 // returned through this hub), rr_rooms (b64(project).b64(room).device → the
 // room's name: the directory, at most relay.MaxDirectoryRooms per device),
 // rr_clients (id.<id> → a client token's record; h.<sha256> → its id,
-// deleted on revoke). Stream RR_EVENTS keeps rr.events.> for 7 days.
+// deleted on revoke), rr_enroll (sha256 of a client address → its failed
+// enrollments in the current window; kept a day). Stream RR_EVENTS keeps
+// rr.events.> for 7 days, at most 1,000 messages per device and kind.
 //
 // Subjects: rr.dev.<id>.cmd (requests to the node holding the socket; no
 // responders means device_offline), rr.dev.<id>.ctl (kick, revoke, and

@@ -141,3 +141,40 @@ func TestEnrollAttemptsAreReservedFirst(t *testing.T) {
 		t.Fatalf("a valid code from another address: %v", err)
 	}
 }
+
+// TestEnrollFailuresOutliveARestartAndCrossNodes: failed enrollments are
+// counted in NATS, so a hub restart does not forget them and another hub
+// node on the same NATS sees them too.
+func TestEnrollFailuresOutliveARestartAndCrossNodes(t *testing.T) {
+	ctx := context.Background()
+	const addr = "192.0.2.9"
+	guess := func(th *testHub, n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := th.Enroll(ctx, hubapi.EnrollRequest{Code: "ZZZZ-ZZZZ"}, "", addr); err == nil || strings.Contains(err.Error(), "rate_limited") {
+				t.Fatalf("guess %d: %v", i, err)
+			}
+		}
+	}
+	blocked := func(th *testHub) bool {
+		_, err := th.Enroll(ctx, hubapi.EnrollRequest{Code: "ZZZZ-ZZZZ"}, "", addr)
+		return err != nil && strings.Contains(err.Error(), "rate_limited")
+	}
+
+	dir := t.TempDir()
+	th := startHub(t, Config{DataDir: dir, EnrollFailures: 3})
+	guess(th, 3)
+	th.stop()
+	th2 := startHub(t, Config{DataDir: dir, EnrollFailures: 3})
+	if !blocked(th2) {
+		t.Error("a restarted hub forgot the failures")
+	}
+
+	url := startExternalNATS(t)
+	a := startHub(t, Config{NATSURL: url, NodeName: "a", EnrollFailures: 3})
+	b := startHub(t, Config{NATSURL: url, NodeName: "b", EnrollFailures: 3})
+	guess(a, 3)
+	if !blocked(b) {
+		t.Error("node b does not see node a's failures")
+	}
+}

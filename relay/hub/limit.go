@@ -1,10 +1,14 @@
 package hub
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // failLimiter bounds failed attempts per client address in a fixed window:
@@ -116,4 +120,65 @@ func clientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// Failed enrollments are also recorded in rr_enroll, one fixed window per
+// address (its start travels in the record and is judged by the hub's
+// clock), so a hub restart forgets nothing and every node counts every
+// node's failures. The in-memory failLimiter stays the reservation that
+// concurrent attempts on one node cannot pass all at once; this is the
+// shared count behind it. A storage failure is logged and leaves the
+// in-memory limit in force.
+type enrollFailRec struct {
+	Start time.Time `json:"start"`
+	N     int       `json:"n"`
+}
+
+func enrollKey(addr string) string { return hashSecret("enroll-addr", addr)[:40] }
+
+// storedEnrollBlock reports whether addr used up its failures in the
+// current window, and when it may retry.
+func (h *Hub) storedEnrollBlock(ctx context.Context, addr string) (bool, time.Duration) {
+	rec, _, err := getJSON[enrollFailRec](ctx, h.st.enroll, enrollKey(addr))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			h.log.Warn("read enrollment failures", "err", err)
+		}
+		return false, 0
+	}
+	left := rec.Start.Add(h.cfg.EnrollWindow).Sub(h.cfg.Now())
+	return left > 0 && rec.N >= h.cfg.EnrollFailures, left
+}
+
+// recordEnrollFailure counts one failed enrollment of addr in rr_enroll.
+func (h *Hub) recordEnrollFailure(ctx context.Context, addr string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
+	key, now := enrollKey(addr), h.cfg.Now().UTC()
+	for range 8 {
+		rec, rev, err := getJSON[enrollFailRec](ctx, h.st.enroll, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rec, rev = &enrollFailRec{Start: now}, 0
+		case err != nil:
+			h.log.Warn("read enrollment failures", "err", err)
+			return
+		}
+		if !now.Before(rec.Start.Add(h.cfg.EnrollWindow)) {
+			rec = &enrollFailRec{Start: now}
+		}
+		rec.N++
+		if rev == 0 {
+			_, err = h.st.enroll.Create(ctx, key, mustJSON(rec))
+		} else {
+			_, err = h.st.enroll.Update(ctx, key, mustJSON(rec), rev)
+		}
+		if err == nil {
+			return
+		}
+		if !isRevMismatch(err) {
+			h.log.Warn("record an enrollment failure", "err", err)
+			return
+		}
+	}
 }

@@ -80,6 +80,13 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 	// Every attempt is counted before it is evaluated and refunded once it
 	// succeeded, so concurrent guesses cannot all pass the check first.
 	ok, retry := h.enrollLim.take(addr)
+	if ok {
+		// Failures recorded in KV count too: across hub nodes and restarts.
+		if blocked, left := h.storedEnrollBlock(ctx, addr); blocked {
+			h.enrollLim.refund(addr)
+			ok, retry = false, left
+		}
+	}
 	if !ok {
 		return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: fmt.Sprintf("too many failed enrollments from %s; retry in %s with a valid code from `roomrelay hub pair`", addr, retry.Round(time.Second))}
@@ -93,6 +100,7 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 	}
 	code, ok := normalizeCode(req.Code)
 	if !ok {
+		h.recordEnrollFailure(ctx, addr)
 		return nil, errInvalid("a pairing code is 8 characters like ABCD-1234")
 	}
 	if len(req.DeviceName) > 100 || len(req.OS) > 32 {
@@ -117,6 +125,7 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 	pr, err := h.st.spendPairingCode(ctx, code, devID, h.cfg.Now())
 	if err != nil {
 		if errors.Is(err, errCodeUnknown) || errors.Is(err, errCodeUsed) || errors.Is(err, errCodeExpired) {
+			h.recordEnrollFailure(ctx, addr)
 			return nil, err // the attempt stays counted
 		}
 		refund()

@@ -28,6 +28,7 @@ const (
 	bucketProposals = "rr_proposals" // device id "." proposal id → proposal event
 	bucketRooms     = "rr_rooms"     // b64(project) "." b64(room) "." device → roomRec
 	bucketClients   = "rr_clients"   // "id." token id → clientTokenRec; "h." sha256(token) → token id
+	bucketEnroll    = "rr_enroll"    // sha256(client address) → its failed enrollments in the window
 	streamEvents    = "RR_EVENTS"    // subjects rr.events.>
 )
 
@@ -101,7 +102,7 @@ type presenceRec struct {
 
 // store wraps the KV buckets.
 type store struct {
-	devices, tokens, pairing, presence, proposals, rooms, clients jetstream.KeyValue
+	devices, tokens, pairing, presence, proposals, rooms, clients, enroll jetstream.KeyValue
 }
 
 func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
@@ -142,6 +143,11 @@ func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
 		return nil, err
 	}
 	if s.clients, err = mk(jetstream.KeyValueConfig{Bucket: bucketClients, History: 1, MaxBytes: 64 << 20, Description: "roomrelay client (MCP) tokens"}); err != nil {
+		return nil, err
+	}
+	// A day outlives any enrollment window; the bound keeps a flood of
+	// addresses from filling the disk (past it, failures count in memory only).
+	if s.enroll, err = mk(jetstream.KeyValueConfig{Bucket: bucketEnroll, History: 1, TTL: 24 * time.Hour, MaxBytes: 16 << 20, Description: "roomrelay failed enrollments per address"}); err != nil {
 		return nil, err
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{

@@ -232,6 +232,7 @@ func (d *Daemon) housekeep(ctx context.Context) {
 	// inotify does not see), so every burst of events is checked again once
 	// it settled.
 	var settle <-chan time.Time
+	step := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,16 +241,22 @@ func (d *Daemon) housekeep(ctx context.Context) {
 			d.poke(ctx, false)
 		case <-changes:
 			d.poke(ctx, true)
-			settle = time.After(settleDelay)
+			step = 0
+			settle = time.After(settleSteps[0])
 		case <-settle:
-			settle = nil
 			d.poke(ctx, true)
+			settle = nil
+			if step++; step < len(settleSteps) {
+				settle = time.After(settleSteps[step] - settleSteps[step-1])
+			}
 		}
 	}
 }
 
-// settleDelay is when a burst of change events is looked at again.
-const settleDelay = 250 * time.Millisecond
+// settleSteps are when, after the last change event of a burst, the store
+// is looked at again: soon (the commit usually shows within milliseconds),
+// then later for a slow writer.
+var settleSteps = []time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond}
 
 // Poke reloads the policy if its file changed and publishes pending review
 // decisions now, instead of at the next change event or tick. An idle poll

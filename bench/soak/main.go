@@ -79,9 +79,9 @@ type soak struct {
 
 	// outcomes
 	calls, ok, refused, transport, lost atomic.Int64
-	proposals                            atomic.Int64 // distinct proposals answered
-	retries                              atomic.Int64
-	kills, hubRestarts                   atomic.Int64
+	proposals                           atomic.Int64 // distinct proposals answered
+	retries                             atomic.Int64
+	kills, hubRestarts                  atomic.Int64
 }
 
 type agentProc struct {

@@ -38,6 +38,7 @@ func FuzzCommandBody(f *testing.F) {
 	a.serve(func(c *relay.Command) *relay.Result {
 		return &relay.Result{ID: c.ID, OK: true, Result: json.RawMessage(`{"ok":true}`)}
 	})
+	th.waitState(dev, hubapi.StateOnline) // routable: subscribed and recorded
 	url := th.URL() + "/v1/devices/" + dev + "/commands"
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))

@@ -313,7 +313,9 @@ func TestPairingCodes(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	th := startHub(t, Config{Now: clock, PairingTTL: 10 * time.Minute})
+	// Many failures from one address on purpose: the limit is not what this
+	// test is about (TestEnrollGuessingIsLimited is).
+	th := startHub(t, Config{Now: clock, PairingTTL: 10 * time.Minute, EnrollFailures: 1000})
 	good, gtok := th.enroll("p1")
 	ga := dialAgent(t, th.wsURL(), gtok, good)
 	ga.serve(echoHandler)

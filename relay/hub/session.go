@@ -195,14 +195,24 @@ func (h *Hub) serveAgent(conn *websocket.Conn, dev *deviceRec) {
 
 func (s *session) run(hello *relay.Hello) {
 	h := s.h
+	// The route first, flushed so any node can reach it; then welcome, put
+	// at the head of the queue (ahead of any command routed meanwhile) before
+	// the writer starts, so it is the first frame out and an agent holding
+	// it is routable; then the hello's facts; then presence, so "online"
+	// means routable and described; then the kick for older sessions, which
+	// needs our epoch.
+	subErr := s.subscribe()
+	if b, err := relay.Encode(&relay.Welcome{SessionID: s.id, HeartbeatMS: h.cfg.Heartbeat.Milliseconds(), ServerTime: h.cfg.Now().UTC()}); err == nil {
+		s.qmu.Lock()
+		s.queue = append([]outItem{{data: b}}, s.queue...)
+		s.qmu.Unlock()
+	}
 	go s.writer()
-
-	// Welcome is queued first so it is the first frame out; then the route,
-	// flushed so any node can reach it; then the hello's facts; then
-	// presence, so "online" means routable and described; then the kick for
-	// older sessions, which needs our epoch.
-	s.send(&relay.Welcome{SessionID: s.id, HeartbeatMS: h.cfg.Heartbeat.Milliseconds(), ServerTime: h.cfg.Now().UTC()})
-	if err := s.subscribe(); err != nil {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	if err := subErr; err != nil {
 		s.log.Error("subscribe commands", "err", err)
 		s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
 	} else {

@@ -40,6 +40,9 @@ type Config struct {
 	MaxFrame int
 	// Backoff shapes reconnect delays.
 	Backoff Backoff
+	// MaxDrainWait bounds the reconnect delay a hub's drain frame may ask
+	// for (default 5 minutes).
+	MaxDrainWait time.Duration
 	// Clock is the time source (RealClock if nil).
 	Clock Clock
 	// Dial opens the websocket (default: gorilla's dialer with the relay
@@ -137,6 +140,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Backoff.ResetAfter <= 0 {
 		c.Backoff.ResetAfter = 30 * time.Second
+	}
+	if c.MaxDrainWait <= 0 {
+		c.MaxDrainWait = 5 * time.Minute
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock()

@@ -278,6 +278,20 @@ func TestDrainIsObeyedWithoutBackoff(t *testing.T) {
 	hub.next(t)
 }
 
+// TestDrainWaitIsBounded: a drain's after_ms is clamped (no overflow into a
+// negative wait) and bounded by MaxDrainWait, so a hub cannot silence the
+// agent for years (FuzzHubFrames found the stall).
+func TestDrainWaitIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		ms   int64
+		want time.Duration
+	}{{1500, 1500 * time.Millisecond}, {-5, 0}, {99_999_999_999_999, 5 * time.Minute}, {1 << 62, 5 * time.Minute}} {
+		if got := drainWait(c.ms, 5*time.Minute); got != c.want {
+			t.Errorf("drainWait(%d) = %v, want %v", c.ms, got, c.want)
+		}
+	}
+}
+
 func TestCloseReplacedReconnects(t *testing.T) {
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)

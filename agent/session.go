@@ -109,7 +109,7 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 			return sessionEnd{kind: endError, err: fmt.Errorf("write to hub: %w", s.werr)}
 		case d := <-s.drain:
 			s.closeGracefully(websocket.CloseNormalClosure, "draining as asked")
-			return sessionEnd{kind: endDrain, after: time.Duration(d.AfterMS) * time.Millisecond}
+			return sessionEnd{kind: endDrain, after: drainWait(d.AfterMS, a.cfg.MaxDrainWait)}
 		case <-a.wake:
 			// After a sleep the hub has most likely dropped us already; a
 			// close frame is a courtesy, not worth waiting for.
@@ -289,4 +289,15 @@ func (a *Agent) writeLoop(s *session) {
 			}
 		}
 	}
+}
+
+// drainWait is how long a drain frame makes the agent wait: after_ms,
+// clamped before the conversion (a huge value would overflow into a
+// negative wait) and bounded by max, so a hub cannot silence the agent.
+func drainWait(afterMS int64, max time.Duration) time.Duration {
+	ms := min(afterMS, int64(max/time.Millisecond))
+	if ms < 0 {
+		ms = 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -413,7 +413,7 @@ func (a *Agent) supervise(ctx context.Context) error {
 				"device", a.cfg.DeviceID)
 		case endDrain:
 			a.log.Info("hub asked to reconnect", "after", end.after)
-			attempt = 0 // no penalty: the hub is fine and directs us
+			attempt = 0      // no penalty: the hub is fine and directs us
 			wait = end.after // bounded by MaxDrainWait (drainWait)
 		case endWake:
 			a.log.Info("wall clock jumped (wake from sleep?): reconnecting now")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -316,6 +317,10 @@ func (h *Hub) Command(ctx context.Context, c Call) *relay.Result {
 		return fail(relay.CodeInvalidArgs, "project_id must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
 	case len(c.Args) > 0 && !isObject(c.Args):
 		return fail(relay.CodeInvalidArgs, "args must be a JSON object")
+	case !utf8.Valid(c.Args):
+		// The frame would not be valid UTF-8, and the agent closes its
+		// socket on such a frame (RFC 6455: 1007).
+		return fail(relay.CodeInvalidArgs, "args must be valid UTF-8")
 	case c.Timeout < 0 || c.Timeout > MaxCommandTimeout:
 		return fail(relay.CodeInvalidArgs, "timeout_ms must be between 1 and %d", MaxCommandTimeout.Milliseconds())
 	case !deviceIDRe.MatchString(c.Device):

@@ -20,14 +20,7 @@ import (
 func TestErrorCodesThroughRelay(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
-	// Enrol the same device for a second project the owner never enables.
-	pc, err := h.client.Pair(context.Background(), "proj-b", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hubclient.New(h.URL(), "").Enroll(context.Background(), pc.Code, "e2e-laptop", "linux", dv.token); err != nil {
-		t.Fatal(err)
-	}
+	dv.enrollAlso(t, h, "proj-b") // a second project the owner never enables
 	dv.enable(t, "proj-a", relay.CmdReadRoom, relay.CmdListRoomApps)
 	dv.start(t, h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
@@ -175,13 +168,7 @@ func TestNetworkCannotWidenPolicy(t *testing.T) {
 func TestRefusalsCountAgainstTheRate(t *testing.T) {
 	h := startHub(t, hub.Config{DataDir: t.TempDir()})
 	dv := enroll(t, h, "proj-a")
-	pc, err := h.client.Pair(context.Background(), "proj-b", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hubclient.New(h.URL(), "").Enroll(context.Background(), pc.Code, "e2e-laptop", "linux", dv.token); err != nil {
-		t.Fatal(err)
-	}
+	dv.enrollAlso(t, h, "proj-b")
 	dv.enable(t, "proj-a") // reads only: proposals are refused
 	dv.start(t, h.URL())
 	seedRoom(t, dv, "proj-a", "room-1")
@@ -214,5 +201,17 @@ func TestRefusalsCountAgainstTheRate(t *testing.T) {
 	// Reads of the served project have their own bucket: still answered.
 	if res, _ := call(t, h, dv.id, "proj-a", relay.CmdReadRoom, map[string]any{"room_id": "room-1"}); !res.OK {
 		t.Fatalf("a read after the refusals: %+v", res.Error)
+	}
+}
+
+// enrollAlso enrolls the device for one more project with its own token.
+func (dv *device) enrollAlso(t testing.TB, h *runningHub, project string) {
+	t.Helper()
+	pc, err := h.client.Pair(context.Background(), project, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hubclient.New(h.URL(), "").Enroll(context.Background(), pc.Code, "e2e-laptop", "linux", dv.token); err != nil {
+		t.Fatal(err)
 	}
 }

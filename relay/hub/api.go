@@ -38,6 +38,13 @@ func (h *Hub) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": h.cfg.NodeName})
 	})
+	mux.HandleFunc("GET /v1/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := h.Readiness(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "node": h.cfg.NodeName, "reason": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": h.cfg.NodeName})
+	})
 	return mux
 }
 

@@ -31,7 +31,10 @@
 //	GET  /v1/client-tokens        admin  → {tokens: [{id, name, project, scope, created, last_used?, revoked?}]}
 //	POST /v1/client-tokens/{id}/revoke admin → the token, revoked
 //	GET  /v1/agent/connect        device websocket, subprotocol roomrelay.v1
-//	GET  /v1/healthz              -      → {status, node}
+//	GET  /v1/healthz              -      → {status, node} (liveness)
+//	GET  /v1/readyz               -      → 200 {status: ready, node} while NATS is connected and a KV
+//	                                     write and read succeed; 503 {status: not_ready, node, reason}
+//	                                     while draining or degraded
 //
 // Enrollment statuses: 400 invalid_request (malformed code or body),
 // 404 pairing_code_unknown, 409 pairing_code_used (also the loser of two

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
@@ -176,5 +179,41 @@ func TestEnrollFailuresOutliveARestartAndCrossNodes(t *testing.T) {
 	guess(a, 3)
 	if !blocked(b) {
 		t.Error("node b does not see node a's failures")
+	}
+}
+
+// TestReadyz: /v1/readyz is 200 while NATS is connected and a KV write and
+// read succeed, and 503 with the reason when the NATS server goes away,
+// while /v1/healthz (liveness) stays 200.
+func TestReadyz(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	th := startHub(t, Config{NATSURL: ns.ClientURL()})
+	get := func(path string) (int, string) {
+		resp, err := http.Get(th.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/v1/readyz"); code != 200 || !strings.Contains(body, `"ready"`) {
+		t.Fatalf("readyz with NATS up: %d %s", code, body)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	waitFor(t, "readyz 503", func() bool {
+		code, body := get("/v1/readyz")
+		return code == 503 && strings.Contains(body, "NATS is")
+	})
+	if code, _ := get("/v1/healthz"); code != 200 {
+		t.Errorf("healthz with NATS down: %d", code)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -431,3 +433,36 @@ func isObject(raw json.RawMessage) bool {
 	var m map[string]json.RawMessage
 	return json.Unmarshal(raw, &m) == nil && m != nil
 }
+
+// Readiness reports why this node cannot serve, or nil: it is draining, its
+// NATS connection is down, or a KV write and read back fail. /v1/readyz
+// answers it; /v1/healthz stays liveness only.
+func (h *Hub) Readiness(ctx context.Context) error {
+	h.mu.Lock()
+	closing := h.closing
+	h.mu.Unlock()
+	if closing {
+		return errors.New("draining: this node is shutting down")
+	}
+	if st := h.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("NATS is %s", strings.ToLower(st.String()))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	key := "readyz." + readyzKeyRe.ReplaceAllString(h.cfg.NodeName, "_")
+	stamp := h.cfg.Now().UTC().Format(time.RFC3339Nano)
+	if _, err := h.st.presence.Put(ctx, key, []byte(stamp)); err != nil {
+		return fmt.Errorf("a KV write failed: %v", err)
+	}
+	e, err := h.st.presence.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("a KV read failed: %v", err)
+	}
+	if string(e.Value()) != stamp {
+		return errors.New("a KV read did not return what was written")
+	}
+	return nil
+}
+
+// readyzKeyRe finds what a KV key cannot hold in a node name.
+var readyzKeyRe = regexp.MustCompile(`[^A-Za-z0-9_=-]`)

@@ -23,14 +23,6 @@ import (
 // The demo's MCP step: what a coding agent (Claude Code) does through the
 // hub's /mcp with a client token, on the same hub, agent and room.
 
-type bearerRT struct{ token string }
-
-func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // mcpText is a tool result's text content.
 func mcpText(r *mcp.CallToolResult) string {
 	var b strings.Builder
@@ -52,7 +44,7 @@ func (d *demo) demoMCP(ctx context.Context, hubURL string, admin *hubclient.Clie
 	d.say("hub operator: `roomrelay hub token create --project %s --scope write` → client token %s (shown once)", demoProject, tok.ID)
 	d.detail("claude mcp add --transport http roomrelay %s/mcp --header \"Authorization: Bearer rrc_…\"", hubURL)
 	c := mcp.NewClient(&mcp.Implementation{Name: "roomrelay-demo", Version: Version}, nil)
-	cs, err = c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hubURL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{tok.Token}}}, nil)
+	cs, err = c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hubURL + "/mcp", HTTPClient: &http.Client{Transport: hubclient.Bearer{Token: tok.Token}}}, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp connect: %w", err)
 	}

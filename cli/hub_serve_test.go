@@ -34,7 +34,7 @@ func TestHubServerBoundsConnections(t *testing.T) {
 		_ = c.SetReadDeadline(time.Now().Add(d))
 		_, err := io.ReadAll(c)
 		var ne net.Error
-		return !(err != nil && errorsAs(err, &ne) && ne.Timeout())
+		return !(err != nil && errors.As(err, &ne) && ne.Timeout())
 	}
 
 	// An idle keep-alive connection is closed after its request.
@@ -109,5 +109,3 @@ func TestHubServerBoundsConnections(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-func errorsAs(err error, target any) bool { return errors.As(err, target) }

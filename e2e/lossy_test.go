@@ -236,7 +236,7 @@ func mcpProposer(t *testing.T, base, token string) proposeFunc {
 	var cs *mcp.ClientSession
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: bearerTransportVia{token, tr}, Timeout: 20 * time.Second}
+	hc := &http.Client{Transport: hubclient.Bearer{Token: token, Base: tr}, Timeout: 20 * time.Second}
 	return func(room, name string, files map[string]string, key string) (bool, bool) {
 		ctx := context.Background()
 		if cs == nil {
@@ -264,18 +264,6 @@ func mcpProposer(t *testing.T, base, token string) proposeFunc {
 		}
 		return out.Duplicate, false
 	}
-}
-
-// bearerTransportVia is bearerTransport over a given transport.
-type bearerTransportVia struct {
-	token string
-	rt    http.RoundTripper
-}
-
-func (b bearerTransportVia) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.rt.RoundTrip(r)
 }
 
 func randomKey() string {

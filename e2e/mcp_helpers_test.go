@@ -11,17 +11,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
-
-// bearerTransport adds a client token to every request.
-type bearerTransport struct{ token string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // mcpSession connects the go-sdk client to the hub's /mcp with a token.
 // progress counts progress notifications it receives.
@@ -32,7 +24,7 @@ func mcpSession(t testing.TB, h *runningHub, token string, progress *atomic.Int6
 		opts.ProgressNotificationHandler = func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "roomrelay-e2e", Version: "test"}, opts)
-	tr := &mcp.StreamableClientTransport{Endpoint: h.URL() + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}}
+	tr := &mcp.StreamableClientTransport{Endpoint: h.URL() + "/mcp", HTTPClient: &http.Client{Transport: hubclient.Bearer{Token: token}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, tr, nil)

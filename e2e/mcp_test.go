@@ -18,6 +18,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -66,7 +67,7 @@ func TestMCPUnauthorized(t *testing.T) {
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "x", Version: "1"}, nil)
 	_, err = c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.URL() + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{tok.Token}}}, nil)
+		HTTPClient: &http.Client{Transport: hubclient.Bearer{Token: tok.Token}}}, nil)
 	if err == nil {
 		t.Fatal("a revoked token connected")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -207,20 +208,11 @@ func (h *Hub) Devices(ctx context.Context, project string) ([]hubapi.Device, err
 		if err != nil {
 			return nil, err
 		}
-		if project == "" || hasString(d.Projects, project) {
+		if project == "" || slices.Contains(d.Projects, project) {
 			out = append(out, *d)
 		}
 	}
 	return out, nil
-}
-
-func hasString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Presence is a device's connection state as a reader should show it: an

@@ -241,3 +241,21 @@ func (c *Client) RevokeClientToken(ctx context.Context, id string) (*hubapi.Clie
 	}
 	return &out, nil
 }
+
+// Bearer is an http.RoundTripper that sends a bearer token with every
+// request, for clients of the hub that bring their own HTTP stack (an MCP
+// client with a client token). Base nil means http.DefaultTransport.
+type Bearer struct {
+	Token string
+	Base  http.RoundTripper
+}
+
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.Token)
+	base := b.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}

@@ -124,18 +124,10 @@ func fakeDevice(t *testing.T, url, token, dev string, rooms []relay.RoomEntry) {
 	}()
 }
 
-type bearer string
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func session(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "front-test", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + Path, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url + Path, HTTPClient: &http.Client{Transport: hubclient.Bearer{Token: token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

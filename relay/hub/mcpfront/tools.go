@@ -349,10 +349,10 @@ func (f *Front) waitForReview(ctx context.Context, req *mcp.CallToolRequest) (*m
 	<-progressDone
 	if err != nil {
 		var he *hub.Error
-		if asHubError(err, &he) && he.Code == "not_found" {
+		if errors.As(err, &he) && he.Code == "not_found" {
 			return c.fail(relay.Errorf(relay.CodeNotFound, "%s", he.Message)), nil
 		}
-		if asHubError(err, &he) && he.Code == "invalid_request" {
+		if errors.As(err, &he) && he.Code == "invalid_request" {
 			return c.fail(relay.Errorf(relay.CodeInvalidArgs, "%s", he.Message)), nil
 		}
 		f.log.Error("wait for review", "err", err)
@@ -376,5 +376,3 @@ func (f *Front) waitForReview(ctx context.Context, req *mcp.CallToolRequest) (*m
 	}
 	return c.ok(out, text), nil
 }
-
-func asHubError(err error, target **hub.Error) bool { return errors.As(err, target) }

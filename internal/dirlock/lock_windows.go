@@ -1,6 +1,6 @@
 //go:build windows
 
-package daemon
+package dirlock
 
 import (
 	"errors"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -359,7 +360,8 @@ const (
 type sessionEnd struct {
 	kind      endKind
 	err       error
-	after     time.Duration // endDrain
+	after     time.Duration // endDrain without prev
+	prev      *handover     // endDrain: the old session, still serving
 	sleepDone chan struct{} // endSleep
 	online    bool          // a welcome was received
 	since     time.Time     // when it was received
@@ -369,6 +371,17 @@ type sessionEnd struct {
 func (a *Agent) supervise(ctx context.Context) error {
 	attempt := 0 // consecutive failures since the last stable connection
 	sessions := 0
+	// A session handed over by a draining hub node keeps serving while the
+	// next one is dialled; it is closed once that one is up, or given up.
+	var prev *handover
+	prevTries := 0
+	var handoverWG sync.WaitGroup
+	defer handoverWG.Wait()
+	defer func() {
+		if prev != nil {
+			prev.finish(0)
+		}
+	}()
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -387,9 +400,26 @@ func (a *Agent) supervise(ctx context.Context) error {
 			s.State = StateConnecting
 			s.NextRetryAt = time.Time{}
 		})
-		end := a.connect(ctx, &sessions)
+		end := a.connect(ctx, &sessions, prev, &handoverWG)
+		if end.online {
+			prev = nil // connect started its finish
+		}
 		if end.online && a.clock.Now().Sub(end.since) >= a.cfg.Backoff.ResetAfter {
 			attempt = 0
+		}
+		if prev != nil && end.kind == endError {
+			// The new session did not come up (the load balancer may have
+			// picked the draining node again): retry soon while the old
+			// one still serves.
+			if prevTries++; prevTries < maxHandoverTries && prev.alive() {
+				a.log.Info("next session not up yet; retrying while the old one serves", "err", end.err, "try", prevTries)
+				if stop := a.wait(ctx, time.Duration(200+a.cfg.Rand(600))*time.Millisecond); stop {
+					return nil
+				}
+				continue
+			}
+			prev.finish(0)
+			prev = nil
 		}
 		a.setStatus(func(s *Status) {
 			s.SessionID = ""
@@ -412,6 +442,10 @@ func (a *Agent) supervise(ctx context.Context) error {
 			a.log.Warn("the hub replaced this session with a newer one of the same device: is another roomrelay agent running with this device's identity?",
 				"device", a.cfg.DeviceID)
 		case endDrain:
+			if end.prev != nil {
+				prev, prevTries = end.prev, 0
+				continue // dial now; the old session serves meanwhile
+			}
 			a.log.Info("hub asked to reconnect", "after", end.after)
 			attempt = 0      // no penalty: the hub is fine and directs us
 			wait = end.after // bounded by MaxDrainWait (drainWait)
@@ -524,6 +558,9 @@ func (a *Agent) dial(ctx context.Context) (*websocket.Conn, error) {
 		if resp != nil {
 			return nil, fmt.Errorf("connect to hub: HTTP %s: %w", resp.Status, err)
 		}
+		if ex := tlsfiles.Explain(err); ex != nil {
+			return nil, fmt.Errorf("connect to hub: %w", ex)
+		}
 		return nil, fmt.Errorf("connect to hub: %w", err)
 	}
 	if p := conn.Subprotocol(); p != relay.Subprotocol {
@@ -534,7 +571,13 @@ func (a *Agent) dial(ctx context.Context) (*websocket.Conn, error) {
 }
 
 // connect dials, does the hello/welcome handshake and serves the session.
-func (a *Agent) connect(ctx context.Context, sessions *int) sessionEnd {
+// maxHandoverTries bounds the dials made while a handed-over session still
+// serves.
+const maxHandoverTries = 5
+
+// connect dials and serves one session. With prev (a handed-over session)
+// it closes prev once the new session is up, in a goroutine on wg.
+func (a *Agent) connect(ctx context.Context, sessions *int, prev *handover, wg *sync.WaitGroup) sessionEnd {
 	conn, err := a.dial(ctx)
 	if err != nil {
 		switch {
@@ -580,6 +623,9 @@ func (a *Agent) connect(ctx context.Context, sessions *int) sessionEnd {
 		}
 	})
 	a.log.Info("online", "session", w.SessionID, "heartbeat", hb)
+	if prev != nil {
+		wg.Go(func() { prev.finish(maxHandoverWait) })
+	}
 
 	end := a.serve(ctx, conn, hb)
 	end.online, end.since = true, since

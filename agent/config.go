@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,8 +46,11 @@ type Config struct {
 	MaxDrainWait time.Duration
 	// Clock is the time source (RealClock if nil).
 	Clock Clock
+	// TLSConfig is the client TLS configuration of the default dialer, for
+	// a hub whose certificate a private CA signed (nil: the system's roots).
+	TLSConfig *tls.Config
 	// Dial opens the websocket (default: gorilla's dialer with the relay
-	// subprotocol and the environment's proxy settings).
+	// subprotocol, TLSConfig and the environment's proxy settings).
 	Dial func(ctx context.Context, url string, header http.Header) (*websocket.Conn, *http.Response, error)
 	// Rand returns a uniformly random int64 in [0, n) for backoff jitter
 	// (math/rand/v2 if nil).
@@ -182,6 +186,7 @@ func (c *Config) setDefaults() {
 			Proxy:            http.ProxyFromEnvironment,
 			HandshakeTimeout: c.HandshakeTimeout,
 			Subprotocols:     []string{relay.Subprotocol},
+			TLSClientConfig:  c.TLSConfig,
 			ReadBufferSize:   4096,
 			WriteBufferSize:  4096,
 		}

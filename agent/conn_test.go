@@ -53,9 +53,15 @@ func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
 	if st.SessionID != "s1" || st.DeviceID != "dev-1" || st.ConnectedSince.IsZero() || st.PID == 0 {
 		t.Errorf("status = %+v", st)
 	}
-	fst, err := ReadStatusFile(a.cfg.StateDir)
-	if err != nil || fst.State != StateOnline || fst.SessionID != "s1" || len(fst.Notes) != 1 || fst.Notes[0] != "no sandbox: test" {
-		t.Errorf("status file = %+v, %v", fst, err)
+	// Status() changes before the file is rewritten: wait for the file too.
+	var fst Status
+	var err error
+	eventually(t, "status file online", func() bool {
+		fst, err = ReadStatusFile(a.cfg.StateDir)
+		return err == nil && fst.State == StateOnline
+	})
+	if fst.SessionID != "s1" || len(fst.Notes) != 1 || fst.Notes[0] != "no sandbox: test" {
+		t.Errorf("status file = %+v", fst)
 	}
 	if m := fileMode(t, filepath.Join(a.cfg.StateDir, StatusFile)); m != 0o600 {
 		t.Errorf("status file mode %v, want 0600", m)
@@ -268,14 +274,26 @@ func TestDrainIsObeyedWithoutBackoff(t *testing.T) {
 	start(t, a)
 	c1 := hub.next(t)
 	c1.send(&relay.Drain{AfterMS: 1500, Reason: "hub deploy"})
-	if code := c1.closeCode(t); code != websocket.CloseNormalClosure {
-		t.Errorf("close code on drain = %d, want 1000", code)
-	}
 	if d := clk.nextTimer(t); d != 1500*time.Millisecond {
 		t.Fatalf("waited %v after drain, want after_ms 1.5s", d)
 	}
+	// Make-before-break: until then the old session still serves.
+	c1.send(command("before-move", relay.CmdReadRoom, `{"room_id":"nope"}`))
+	if r := c1.result(t); r.ID != "before-move" {
+		t.Fatalf("result on the draining session: %+v", r)
+	}
 	clk.Advance(1500 * time.Millisecond)
-	hub.next(t)
+	c2 := hub.next(t)
+	// The old one closes (normally) once the new one is up and the hub said
+	// nothing more comes on the old one.
+	c1.send(&relay.Drain{Reason: relay.DrainHandedOver})
+	if code := c1.closeCode(t); code != websocket.CloseNormalClosure {
+		t.Errorf("close code of the drained session = %d, want 1000", code)
+	}
+	c2.send(command("after-move", relay.CmdReadRoom, `{"room_id":"nope"}`))
+	if r := c2.result(t); r.ID != "after-move" {
+		t.Fatalf("result on the new session: %+v", r)
+	}
 }
 
 // TestDrainWaitIsBounded: a drain's after_ms is clamped (no overflow into a

@@ -32,6 +32,7 @@ type delivery struct {
 // id, or starts a goroutine (owned by Run through cmdWG).
 func (a *Agent) dispatch(s *session, cmd *relay.Command) {
 	d := delivery{s: s, cmd: cmd, start: time.Now()}
+	s.enter() // left in answer
 	a.dmu.Lock()
 	if c, ok := a.calls[cmd.ID]; ok {
 		c.waiters = append(c.waiters, d)
@@ -257,6 +258,7 @@ func failure(id string, e *relay.Error) *relay.Result {
 // on. If that session is gone the result is kept only in the dedupe store
 // (when the command ran), where a redelivery finds it.
 func (a *Agent) answer(d delivery, res *relay.Result) {
+	defer d.s.leave()
 	if a.cfg.Audit != nil {
 		a.cfg.Audit(d.cmd, res, time.Since(d.start))
 	}

@@ -29,6 +29,85 @@ type session struct {
 	werr       error // set before writerDone closes
 	drain      chan *relay.Drain
 	teardown   sync.Once
+
+	bmu   sync.Mutex
+	busy  int           // command deliveries on this session not yet answered
+	eased chan struct{} // cap 1: busy went down
+}
+
+// enter and leave count a command delivery from its frame to its answer, so
+// a handed-over session closes only once its commands have answered on it.
+func (s *session) enter() {
+	s.bmu.Lock()
+	s.busy++
+	s.bmu.Unlock()
+}
+
+func (s *session) leave() {
+	s.bmu.Lock()
+	s.busy--
+	s.bmu.Unlock()
+	select {
+	case s.eased <- struct{}{}:
+	default:
+	}
+}
+
+// quiet waits until no delivery on s is unanswered, or d passed.
+func (s *session) quiet(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.bmu.Lock()
+		n := s.busy
+		s.bmu.Unlock()
+		if n <= 0 {
+			return true
+		}
+		select {
+		case <-s.eased:
+		case <-s.readerDone:
+			return false // gone: its answers cannot be sent anyway
+		case <-t.C:
+			return false
+		}
+	}
+}
+
+// handover is a session whose hub node is draining, kept serving while the
+// agent opens its next session (make-before-break).
+type handover struct {
+	s  *session
+	wg *sync.WaitGroup // its reader and writer
+}
+
+// maxHandoverWait bounds how long an old session waits for its commands
+// after the new session is up.
+const maxHandoverWait = 10 * time.Second
+
+// finish closes the old session once the hub said no command follows (its
+// second drain frame) and those it got have answered, or wait passed.
+func (h *handover) finish(wait time.Duration) {
+	t := time.NewTimer(wait)
+	select {
+	case <-h.s.drain:
+	case <-h.s.readerDone:
+	case <-t.C:
+	}
+	t.Stop()
+	h.s.quiet(wait)
+	h.s.closeGracefully(websocket.CloseNormalClosure, "moved to a new session")
+	h.wg.Wait()
+}
+
+// alive reports whether the old session still reads from the hub.
+func (h *handover) alive() bool {
+	select {
+	case <-h.s.readerDone:
+		return false
+	default:
+		return true
+	}
 }
 
 type outFrame struct {
@@ -84,14 +163,19 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 		readerDone: make(chan struct{}),
 		writerDone: make(chan struct{}),
 		drain:      make(chan *relay.Drain, 1),
+		eased:      make(chan struct{}, 1),
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { a.readLoop(s) })
 	wg.Go(func() { a.writeLoop(s) })
+	handedOver := false
 	defer func() {
-		s.close()
-		wg.Wait()
+		if !handedOver {
+			s.close()
+			wg.Wait()
+		}
 	}()
+	var moveAt <-chan time.Time // set by a drain frame
 
 	for {
 		if err := a.flushOutbox(s); err != nil {
@@ -108,8 +192,16 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 		case <-s.writerDone:
 			return sessionEnd{kind: endError, err: fmt.Errorf("write to hub: %w", s.werr)}
 		case d := <-s.drain:
-			s.closeGracefully(websocket.CloseNormalClosure, "draining as asked")
-			return sessionEnd{kind: endDrain, after: drainWait(d.AfterMS, a.cfg.MaxDrainWait)}
+			// Keep serving here until the spread delay the hub chose, then
+			// open the next session before closing this one.
+			after := drainWait(d.AfterMS, a.cfg.MaxDrainWait)
+			a.log.Info("hub node draining: moving to a new session", "after", after, "reason", d.Reason)
+			t := a.clock.NewTimer(after)
+			defer t.Stop()
+			moveAt = t.C()
+		case <-moveAt:
+			handedOver = true
+			return sessionEnd{kind: endDrain, prev: &handover{s: s, wg: &wg}}
 		case <-a.wake:
 			// After a sleep the hub has most likely dropped us already; a
 			// close frame is a courtesy, not worth waiting for.

@@ -121,7 +121,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 		return err
 	}
 	srv, err := startHubServer(ctx, hub.Config{DataDir: hubDir, AdminToken: adminTok, Logger: d.log,
-		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, "127.0.0.1:0", "", defaultConnLimits)
+		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, "127.0.0.1:0", "", defaultConnLimits, nil)
 	if err != nil {
 		return fmt.Errorf("hub did not start: %w", err)
 	}

@@ -19,12 +19,14 @@ import (
 func init() {
 	register(&Command{
 		Name:     "enroll",
-		Synopsis: "--hub URL --code CODE [--name NAME] [--credential-store keyring|file]",
+		Synopsis: "--hub URL --code CODE [--name NAME] [--credential-store keyring|file] [--ca-file FILE]",
 		Summary:  "enroll this device with a hub for the project of a pairing code",
 		Help: `Exchanges a one-time pairing code (from 'roomrelay hub pair') for a device
 token. The token goes to the OS keyring; with --credential-store file it goes
 to a 0600 file in the config dir instead (for headless or system installs).
-The device id and hub go to config.json. Enrolling again with a code for
+The device id and hub go to config.json, and so does --ca-file (a PEM
+file with the private CA that signed the hub's certificate): the agent
+trusts it from then on. Enrolling again with a code for
 another project adds that project to the same device.
 
 Enrollment alone serves nothing: the device owner still enables each project
@@ -36,6 +38,7 @@ with 'roomrelay enable PROJECT'.`,
 			name := fs.String("name", "", "device `name` shown on the hub (default hostname)")
 			store := fs.String("credential-store", string(credstore.KindKeyring), "where the token is kept: keyring, or file (0600, explicit choice)")
 			asJSON := fs.Bool("json", false, "print JSON")
+			caFile := caFileFlag(fs, e)
 			return func(ctx context.Context, args []string) error {
 				if *hubURL == "" || *code == "" || len(args) > 0 {
 					return usagef("--hub and --code are required")
@@ -66,7 +69,20 @@ with 'roomrelay enable PROJECT'.`,
 						existing = t
 					}
 				}
+				// Enrolling again (another project) trusts the CA it trusted before.
+				ca := *caFile
+				if ca == "" && prev != nil && prev.Hub == *hubURL {
+					ca = prev.CAFile
+				}
+				if ca, err = absCAFile(ca); err != nil {
+					return exitErr(ExitUsage, err)
+				}
+				hc, err := hubHTTPClient(ca)
+				if err != nil {
+					return err
+				}
 				cl := hubclient.New(*hubURL, "")
+				cl.HTTP = hc
 				enr, err := cl.Enroll(ctx, *code, *name, runtime.GOOS, existing)
 				if err != nil {
 					var ae *hubclient.APIError
@@ -79,7 +95,7 @@ with 'roomrelay enable PROJECT'.`,
 					return exitErr(ExitUnavailable, fmt.Errorf("the hub enrolled device %s but the token could not be stored: %w; enroll again with a new code", enr.DeviceID, err))
 				}
 				cfg := &DeviceConfig{Hub: *hubURL, DeviceID: enr.DeviceID, DeviceName: *name, Projects: enr.Projects,
-					CredentialStore: cs.Kind(), EnrolledAt: time.Now().UTC()}
+					CredentialStore: cs.Kind(), CAFile: ca, EnrolledAt: time.Now().UTC()}
 				if prev != nil && prev.DeviceID == enr.DeviceID {
 					cfg.EnrolledAt = prev.EnrolledAt
 				}

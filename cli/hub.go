@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -245,6 +246,7 @@ func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error
 	hubURL := fs.String("hub", envOr(e.Getenv, "ROOMRELAY_HUB", "http://"+DefaultHubListen), "hub `url` (env ROOMRELAY_HUB)")
 	dataDir := fs.String("data-dir", "", "the hub's data `dir`, to read its admin-token file (default DATA/hub)")
 	tok, tokFile := adminTokenFlags(fs)
+	caFile := caFileFlag(fs, e)
 	return func() (*hubclient.Client, error) {
 		dir, err := hubDataDir(paths, *dataDir)
 		if err != nil {
@@ -258,7 +260,13 @@ func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error
 		if err != nil {
 			return nil, err
 		}
-		return hubclient.New(*hubURL, t), nil
+		hc, err := hubHTTPClient(*caFile)
+		if err != nil {
+			return nil, err
+		}
+		cl := hubclient.New(*hubURL, t)
+		cl.HTTP = hc
+		return cl, nil
 	}
 }
 
@@ -273,6 +281,13 @@ func hubCallErr(err error) error {
 			return exitErr(ExitFailure, err)
 		}
 		return err
+	}
+	// A certificate problem is not an unreachable hub: say what fixes it.
+	if ex := tlsfiles.Explain(err); ex != nil {
+		return exitErr(ExitUnavailable, fmt.Errorf("cannot connect to the hub: %w", ex))
+	}
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return exitErr(ExitUnavailable, fmt.Errorf("%w (the hub serves plain HTTP: use an http:// --hub, or start it with --tls-cert and --tls-key)", err))
 	}
 	var ne net.Error
 	var oe *net.OpError

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +26,7 @@ import (
 func init() {
 	register(&Command{
 		Name:     "hub",
-		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL]",
+		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL] [--tls-cert FILE --tls-key FILE] [--trusted-proxy CIDR]...",
 		Summary:  "run the cloud hub: the agents' websocket endpoint, the HTTP API and the MCP endpoint",
 		Help: `The hub stores enrollments and routes commands through NATS: an embedded
 in-process server with JetStream in the data dir by default (no port opened),
@@ -33,7 +34,16 @@ or an external NATS server or cluster with --nats. Its admin token is read from
 --admin-token, ROOMRELAY_ADMIN_TOKEN, or the file admin-token in the data dir
 (created 0600 on first start). MCP clients (Claude Code and others) connect
 to {hub}/mcp with a client token from ` + "`roomrelay hub token create`" + `.
-Terminate TLS in front of it for non-loopback use.`,
+Prometheus metrics: {hub}/metrics (admin token) or --metrics-listen; see docs/metrics.md.
+
+For non-loopback use serve HTTPS: --tls-cert and --tls-key (PEM files; a
+renewed certificate is picked up when the files change, no restart). Agents
+and admin commands then use an https:// hub URL; for a private CA they take
+--ca-file (or ROOMRELAY_CA_FILE). Behind a reverse proxy that terminates
+TLS, name it with --trusted-proxy so the enrollment limit and the logs see
+the client address from X-Forwarded-For (from other peers it is ignored),
+and the proxy is not capped as one client. --replicas, --startup-timeout,
+--nats-creds and --nats-tls-ca are for an operated NATS cluster (--nats).`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			paths := pathFlags(fs, e)
 			listen := fs.String("listen", DefaultHubListen, "HTTP listen `address`")
@@ -44,10 +54,16 @@ Terminate TLS in front of it for non-loopback use.`,
 			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
 			heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
 			node := fs.String("node", "", "node `name` in presence records (default hostname)")
+			metricsListen := fs.String("metrics-listen", "", "also serve /metrics on this `address`, without the admin token (keep it internal)")
 			adminTokenFlag, adminTokenFile := adminTokenFlags(fs)
+			sf := addHubServeFlags(fs)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
+				}
+				tlsCfg, err := sf.tls(e.Logger)
+				if err != nil {
+					return err
 				}
 				dir, err := hubDataDir(paths, *dataDir)
 				if err != nil {
@@ -61,17 +77,27 @@ Terminate TLS in front of it for non-loopback use.`,
 				if err != nil {
 					return err
 				}
-				srv, err := startHubServer(ctx, hub.Config{DataDir: dir, NATSURL: *natsURL, AdminToken: tok,
-					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}, *listen, *publicURL, withConns(*perAddr, *maxConns))
+				hcfg := hub.Config{DataDir: dir, NATSURL: *natsURL, AdminToken: tok,
+					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}
+				if err := sf.apply(&hcfg); err != nil {
+					return err
+				}
+				srv, err := startHubServer(ctx, hcfg, *listen, *publicURL, withConns(*perAddr, *maxConns), tlsCfg)
 				if err != nil {
 					return hubStartErr(err)
 				}
+				msrv, err := serveMetrics(srv.hub, *metricsListen, e.Logger)
+				if err != nil {
+					return exitErr(ExitUnavailable, errors.Join(err, srv.close()))
+				}
+				defer msrv.close() // after the hub stopped: scrapes see the drain
 				nats := "embedded NATS in " + filepath.Join(dir, "nats")
 				if *natsURL != "" {
 					nats = "NATS at " + *natsURL
 				}
 				fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
 					srv.url, nats, adminTokenSource(e, dir, adminToken, *adminTokenFile), srv.url, mcpfront.Path)
+				fmt.Fprint(e.Stderr, msrv.banner())
 				if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {
 					return err
 				}
@@ -113,9 +139,10 @@ type hubServer struct {
 	closeOnce sync.Once
 }
 
-// startHubServer runs a hub and serves it on listen until ctx ends; it
-// returns once the hub is ready (or failed to start).
-func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string, limits connLimits) (*hubServer, error) {
+// startHubServer runs a hub and serves it on listen until ctx ends, over
+// TLS when tlsCfg is set; it returns once the hub is ready (or failed to
+// start).
+func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string, limits connLimits, tlsCfg *tls.Config) (*hubServer, error) {
 	h, err := hub.New(cfg)
 	if err != nil {
 		return nil, err
@@ -137,7 +164,14 @@ func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL strin
 	}
 	hctx, stop := context.WithCancel(ctx)
 	conns := hub.NewConnLimiter(limits.perAddr, limits.total)
-	s := &hubServer{hub: h, url: "http://" + ln.Addr().String(), stop: stop, conns: conns,
+	conns.ExemptFromPerAddr(cfg.TrustedProxies) // one proxy address carries many clients
+	scheme := "http://"
+	if tlsCfg != nil {
+		// Wrapped here, not by ServeTLS: the ConnLimiter sees the accept
+		// before any handshake work.
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https://"
+	}
+	s := &hubServer{hub: h, url: scheme + ln.Addr().String(), stop: stop, conns: conns,
 		runEnded: make(chan struct{}), serveErr: make(chan error, 1),
 		srv: &http.Server{
 			Handler: mux,

@@ -80,7 +80,10 @@ type DeviceConfig struct {
 	DeviceName      string         `json:"device_name,omitempty"`
 	Projects        []string       `json:"projects"`
 	CredentialStore credstore.Kind `json:"credential_store"`
-	EnrolledAt      time.Time      `json:"enrolled_at"`
+	// CAFile is the --ca-file enroll was given (absolute): the agent trusts
+	// it for the hub's TLS unless --ca-file or ROOMRELAY_CA_FILE says otherwise.
+	CAFile     string    `json:"ca_file,omitempty"`
+	EnrolledAt time.Time `json:"enrolled_at"`
 }
 
 const deviceConfigName = "config.json"

@@ -19,7 +19,7 @@ import (
 func init() {
 	register(&Command{
 		Name:     "run",
-		Synopsis: "[--home DIR] [--no-sandbox]",
+		Synopsis: "[--home DIR] [--no-sandbox] [--ca-file FILE]",
 		Summary:  "run the device agent in the foreground (what the service runs)",
 		Help: `Connects to the hub this device is enrolled with and serves the projects the
 owner enabled, with the commands the owner allowed, until SIGINT or SIGTERM.
@@ -28,6 +28,7 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 			paths := pathFlags(fs, e)
 			noSandbox := fs.Bool("no-sandbox", false, "do not smoke-run approved snippets")
 			rf := addRuntimeFlags(fs, e)
+			caFile := caFileFlag(fs, e)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("run takes no arguments")
@@ -37,7 +38,7 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 					return err
 				}
 				return underServiceManager(ctx, e, filepath.Join(p.State, "agent.log"), func(ctx context.Context) error {
-					return runAgent(ctx, e, p, rf, !*noSandbox)
+					return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
 				})
 			}
 		},
@@ -46,8 +47,8 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 
 // runAgent runs the device agent and its sleep watcher until ctx ends or the
 // hub refuses the device.
-func runAgent(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandbox bool) error {
-	d, pool, err := openDaemon(ctx, e, p, rf, withSandbox)
+func runAgent(ctx context.Context, e *Env, p Paths, rf runtimeFlags, caFile string, withSandbox bool) error {
+	d, pool, err := openDaemon(ctx, e, p, rf, caFile, withSandbox)
 	if err != nil {
 		return err
 	}
@@ -90,9 +91,17 @@ func runAgent(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandbox
 }
 
 // openDaemon builds the device agent from the enrolled config, the token in
-// the credential store and, unless disabled, a sandbox pool.
-func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
+// the credential store and, unless disabled, a sandbox pool. caFile (the
+// flag or env) overrides the CA file enroll recorded.
+func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, caFile string, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
 	cfg, err := loadDeviceConfig(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if caFile == "" {
+		caFile = cfg.CAFile
+	}
+	tlsCfg, err := clientTLS(caFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,7 +117,8 @@ func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, withSandb
 		return nil, nil, exitErr(ExitUnavailable, err)
 	}
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data,
-		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger}
+		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger,
+		TLSConfig: tlsCfg}
 	var pool *sandbox.Pool
 	if withSandbox && e.Executable != "" {
 		scfg, err := rf.config(e)

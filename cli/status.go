@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 )
 
 // statusReport is `roomrelay status --json`.
@@ -113,6 +115,11 @@ func buildStatus(p Paths) (statusReport, int) {
 			r.Problem += ": " + st.LastError
 		}
 		r.Fix = "check the network and that the hub at " + cfg.Hub + " is up; the agent retries by itself"
+		if strings.Contains(st.LastError, tlsfiles.UntrustedHint) {
+			r.Fix = "restart the agent with --ca-file FILE (or ROOMRELAY_CA_FILE), or enroll again with --ca-file: the file holds the CA that signed the hub's certificate"
+		} else if strings.Contains(st.LastError, "TLS certificate") {
+			r.Fix = "fix the hub's TLS certificate or the hub URL as the error says; the agent retries by itself"
+		}
 	case agent.StateSleeping:
 		r.Problem = "the device announced sleep; it reconnects on wake"
 	case agent.StateError:

@@ -81,11 +81,18 @@ func startHubAt(t testing.TB, cfg hub.Config, addr string) *runningHub {
 func startHubFront(t testing.TB, cfg hub.Config, addr string, fcfg mcpfront.Config) *runningHub {
 	t.Helper()
 	cfg.AdminToken = adminToken
+	if cfg.NATSURL != "" && cfg.Replicas == 0 {
+		cfg.Replicas = 1 // externalNATS is one server
+	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 2 * time.Second
 	}
-	cfg.DrainSpread = 50 * time.Millisecond
-	cfg.DrainGrace = 200 * time.Millisecond
+	if cfg.DrainSpread == 0 {
+		cfg.DrainSpread = 50 * time.Millisecond
+	}
+	if cfg.DrainGrace == 0 {
+		cfg.DrainGrace = 200 * time.Millisecond
+	}
 	cfg.Logger = logger(t)
 	h, err := hub.New(cfg)
 	if err != nil {

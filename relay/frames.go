@@ -113,11 +113,21 @@ type Event struct {
 	Data  json.RawMessage `json:"data,omitempty"`
 }
 
-// Drain asks the agent to close and reconnect after AfterMS milliseconds.
+// Drain asks the agent to move to a new session after AfterMS
+// milliseconds: it opens the new one (the draining node refuses it, so a
+// load balancer sends it elsewhere) and keeps serving on this one until
+// then (make-before-break). Once the new session took over, the draining
+// node sends a second Drain with Reason DrainHandedOver on the old one:
+// no command follows it, so the agent closes that socket when the commands
+// it already got have answered.
 type Drain struct {
 	AfterMS int64  `json:"after_ms"`
 	Reason  string `json:"reason,omitempty"`
 }
+
+// DrainHandedOver is the Reason of the Drain that ends a handed-over
+// session.
+const DrainHandedOver = "handed over to the new session"
 
 func (*Hello) FrameType() string   { return TypeHello }
 func (*Welcome) FrameType() string { return TypeWelcome }

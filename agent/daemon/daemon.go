@@ -7,6 +7,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ type Config struct {
 
 	HubURL, DeviceID, Token string
 	Version, OS             string
+	// TLSConfig is the agent's client TLS configuration (a private CA);
+	// nil uses the system's roots.
+	TLSConfig *tls.Config
 
 	// Sandbox smoke-runs approved snippets; nil leaves build state "none"
 	// and answers smoke_run_room_app with sandbox_failed.
@@ -130,7 +134,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	d.audit = al
 	acfg := agent.Config{
 		HubURL: cfg.HubURL, DeviceID: cfg.DeviceID, Token: cfg.Token, StateDir: cfg.StateDir,
-		Version: cfg.Version, OS: cfg.OS, Logger: cfg.Logger,
+		Version: cfg.Version, OS: cfg.OS, Logger: cfg.Logger, TLSConfig: cfg.TLSConfig,
 		Policy: func() []relay.ProjectPolicy { return d.policy.Load().Summary() },
 		Rooms:  d.directory,
 		Guard:  d.guard,

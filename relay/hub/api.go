@@ -35,6 +35,12 @@ func (h *Hub) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/client-tokens", h.admin(h.handleTokenCreate))
 	mux.HandleFunc("GET /v1/client-tokens", h.admin(h.handleTokenList))
 	mux.HandleFunc("POST /v1/client-tokens/{id}/revoke", h.admin(h.handleTokenRevoke))
+	// Prometheus format; --metrics-listen serves the same without a token on
+	// an operator's internal address.
+	mux.HandleFunc("GET /metrics", h.admin(func(w http.ResponseWriter, r *http.Request) error {
+		h.MetricsHandler().ServeHTTP(w, r)
+		return nil
+	}))
 	mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": h.cfg.NodeName})
 	})
@@ -180,11 +186,11 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		return err
 	}
-	out, err := h.Enroll(r.Context(), req, bearer(r), clientAddr(r))
+	out, err := h.Enroll(r.Context(), req, bearer(r), h.ClientAddr(r))
 	if err != nil {
 		var he *Error
 		if errors.As(err, &he) && he.Status == http.StatusTooManyRequests {
-			if _, retry := h.enrollLim.blocked(clientAddr(r)); retry > 0 {
+			if _, retry := h.enrollLim.blocked(h.ClientAddr(r)); retry > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
 			}
 			writeError(w, he.Status, he.Code, he.Message)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,20 @@ type Config struct {
 	// NATSURL connects to an external NATS server with JetStream instead of
 	// starting an embedded one.
 	NATSURL string
+	// NATSCreds and NATSTLSCA are files for an operated external cluster:
+	// a user credentials file and a CA to verify the servers' certificates.
+	NATSCreds string
+	NATSTLSCA string
+	// Replicas is the replica count of every bucket and stream the hub
+	// creates (default 1 with the embedded server, 3 with NATSURL). A bucket
+	// an operator gave more replicas keeps them: the hub only raises it.
+	Replicas int
+	// StartupTimeout bounds the retries of the first NATS connect and the
+	// JetStream setup (default 2 min).
+	StartupTimeout time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For is believed for the
+	// client address (enrollment limit, MCP front, logs). None by default.
+	TrustedProxies []netip.Prefix
 	// AdminToken guards the admin endpoints. Required.
 	AdminToken string
 	// Heartbeat is the ping interval (default 25 s); the read deadline is 2.5×.
@@ -45,9 +60,13 @@ type Config struct {
 	// DrainSpread bounds the random reconnect delay given to agents on
 	// shutdown (default 5 s), so they do not come back in a herd.
 	DrainSpread time.Duration
-	// DrainGrace is how long shutdown waits for agents to leave on their own
-	// after the drain frame before closing their sockets (default 1 s).
+	// DrainGrace is how long shutdown waits, beyond DrainSpread, for agents
+	// to move their sessions elsewhere and close these before it closes
+	// them (default 2 s).
 	DrainGrace time.Duration
+	// NodeBeat is how often this node rewrites its liveness record (default
+	// 1 s); four missed beats make other nodes treat it as dead.
+	NodeBeat time.Duration
 	// HelloTimeout bounds the wait for an agent's hello (default 10 s).
 	HelloTimeout time.Duration
 	// Logger receives the hub's logs (default: discarded).
@@ -72,6 +91,19 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		return cfg, errors.New("hub: config: DataDir is required for the embedded NATS server")
+	}
+	switch {
+	case cfg.Replicas < 0 || cfg.Replicas > 5:
+		return cfg, fmt.Errorf("hub: config: replicas must be between 1 and 5 (JetStream's limit), not %d", cfg.Replicas)
+	case cfg.Replicas > 1 && cfg.NATSURL == "":
+		return cfg, fmt.Errorf("hub: config: the embedded NATS server is a single node and keeps 1 replica, not %d: use --nats with a cluster for more", cfg.Replicas)
+	case cfg.Replicas == 0 && cfg.NATSURL == "":
+		cfg.Replicas = 1
+	case cfg.Replicas == 0:
+		cfg.Replicas = 3
+	}
+	if cfg.StartupTimeout <= 0 {
+		cfg.StartupTimeout = 2 * time.Minute
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:8443"
@@ -105,7 +137,10 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.DrainSpread = 5 * time.Second
 	}
 	if cfg.DrainGrace <= 0 {
-		cfg.DrainGrace = time.Second
+		cfg.DrainGrace = 2 * time.Second
+	}
+	if cfg.NodeBeat <= 0 {
+		cfg.NodeBeat = time.Second
 	}
 	if cfg.HelloTimeout <= 0 {
 		cfg.HelloTimeout = 10 * time.Second

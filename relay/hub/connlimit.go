@@ -3,6 +3,7 @@ package hub
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -15,6 +16,7 @@ import (
 // agents already connected keep being served when the cap is hit.
 type ConnLimiter struct {
 	perAddr, total int
+	exempt         []netip.Prefix // trusted proxies: many clients behind one address
 
 	mu     sync.Mutex
 	n      int
@@ -29,13 +31,37 @@ func NewConnLimiter(perAddr, total int) *ConnLimiter {
 	return &ConnLimiter{perAddr: perAddr, total: total, byAddr: map[string]int{}, conns: map[net.Conn]string{}}
 }
 
+// ExemptFromPerAddr lifts the per-address cap for peers in prefixes (the
+// trusted proxies, whose one address carries every client behind them);
+// the total cap still counts them. Call it before serving.
+func (l *ConnLimiter) ExemptFromPerAddr(prefixes []netip.Prefix) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.exempt = prefixes
+}
+
+func (l *ConnLimiter) exemptLocked(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range l.exempt {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // ConnState is the http.Server hook.
 func (l *ConnLimiter) ConnState(c net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateNew:
 		addr := hostOf(c.RemoteAddr())
 		l.mu.Lock()
-		over := (l.total > 0 && l.n >= l.total) || (l.perAddr > 0 && l.byAddr[addr] >= l.perAddr)
+		over := (l.total > 0 && l.n >= l.total) ||
+			(l.perAddr > 0 && l.byAddr[addr] >= l.perAddr && !l.exemptLocked(addr))
 		if over {
 			l.shed++
 		} else {

@@ -223,6 +223,14 @@ func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
 					// Epoch 0 means still setting up: it checks h.newest
 					// once it stored its epoch (see goOnline).
 					if e := s.epoch.Load(); s.id != c.Session && e != 0 && e < c.Epoch {
+						if h.isClosing() {
+							// Make-before-break: the agent moved its session
+							// off this draining node. New commands go to
+							// the new one; the agent closes this one once its
+							// running commands have answered here.
+							s.handOver()
+							continue
+						}
 						s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
 					}
 				}

@@ -56,6 +56,9 @@ func startHub(t testing.TB, cfg Config) *testHub {
 	if cfg.NATSURL == "" && cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
+	if cfg.NATSURL != "" && cfg.Replicas == 0 {
+		cfg.Replicas = 1 // the tests' external NATS is one server
+	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = testAdmin
 	}

@@ -39,8 +39,11 @@ type Hub struct {
 	enrollLim *failLimiter // failed enrollments per client address (this node)
 	uses      tokenUse     // when this node last recorded each client token's use
 	dir       *mirror      // this node's copy of the room directory
+	nodes     nodeTable    // which hub nodes are alive
+	replies   replyMux     // answers to this node's command requests
 	newest    newest       // which of a device's sessions is the newest
 	mux       *http.ServeMux
+	metrics   *metrics // this node's Prometheus registry (metrics.go)
 
 	mu       sync.Mutex
 	closing  bool
@@ -69,6 +72,7 @@ func New(cfg Config) (*Hub, error) {
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
 	}
+	h.nodes.self = nodeKey(c.NodeName)
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:     []string{relay.Subprotocol},
 		HandshakeTimeout: 10 * time.Second,
@@ -81,6 +85,7 @@ func New(cfg Config) (*Hub, error) {
 		// browser cannot set on a websocket, so Origin carries no meaning.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
+	h.metrics = newMetrics(h)
 	h.mux = h.routes()
 	return h, nil
 }
@@ -135,34 +140,36 @@ func (h *Hub) staleAfter() time.Duration { return h.readDeadline() + h.cfg.Heart
 // dispatcher, closes Ready, and serves until ctx ends; then it drains
 // agents, waits for Handler's requests to end, and stops what it started.
 func (h *Hub) Run(ctx context.Context) (err error) {
-	var ns *server.Server
+	deadline := time.Now().Add(h.cfg.StartupTimeout)
 	if h.cfg.NATSURL == "" {
-		if ns, err = h.startEmbedded(); err != nil {
+		unlock, err := h.lockDataDir()
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		ns, err := h.startEmbedded()
+		if err != nil {
 			return err
 		}
 		defer func() {
 			ns.Shutdown()
 			ns.WaitForShutdown()
 		}()
-		h.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("roomrelay-hub "+h.cfg.NodeName))
-	} else {
-		h.nc, err = nats.Connect(h.cfg.NATSURL, nats.Name("roomrelay-hub "+h.cfg.NodeName),
-			nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false))
-	}
-	if err != nil {
-		return fmt.Errorf("hub: connect to NATS: %w", err)
+		if h.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("roomrelay-hub "+h.cfg.NodeName)); err != nil {
+			return fmt.Errorf("hub: connect to the embedded NATS server: %w", err)
+		}
+	} else if h.nc, err = h.connectExternal(ctx, deadline); err != nil {
+		return fmt.Errorf("hub: %w", err)
 	}
 	defer h.nc.Close()
 
 	if h.js, err = jetstream.New(h.nc); err != nil {
 		return fmt.Errorf("hub: jetstream: %w", err)
 	}
-	setupCtx, cancelSetup := context.WithTimeout(ctx, 30*time.Second)
-	h.st, err = openStore(setupCtx, h.js)
-	cancelSetup()
-	if err != nil {
+	if h.st, err = h.setupStore(ctx, deadline); err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
+	h.st.countKVErrors(h.metrics) // before any use: every bucket operation counts
 
 	// Command deliveries for all sessions share one channel and one
 	// dispatcher goroutine instead of a goroutine per subscription.
@@ -182,7 +189,19 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("hub: watch the room directory: %w", err)
 	}
-	var wg sync.WaitGroup
+	nodeWatch, err := h.st.nodes.WatchAll(loopCtx)
+	if err != nil {
+		return fmt.Errorf("hub: watch node liveness: %w", err)
+	}
+	if err := h.replies.start(h.nc); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
+	defer h.replies.stop()
+	beatCtx, stopBeat := context.WithCancel(context.Background())
+	defer stopBeat()
+	var wg, beatWG sync.WaitGroup
+	beatWG.Go(func() { h.beatNodes(beatCtx) })
+	wg.Go(func() { h.watchNodes(loopCtx, nodeWatch) })
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
 	wg.Go(func() { h.refreshLoop(loopCtx) })
 	wg.Go(func() { h.watchDirectory(loopCtx, dirWatch) })
@@ -200,6 +219,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	h.stopped = true // no request starts after this; those running end with ctx
 	h.mu.Unlock()
 	h.reqWG.Wait()
+	stopBeat() // every session is gone: the record goes too (a clean stop)
+	beatWG.Wait()
 	stopLoops()
 	_ = ctlSub.Unsubscribe()
 	wg.Wait()
@@ -260,7 +281,9 @@ func (h *Hub) drainSessions() {
 		s.send(&relay.Drain{AfterMS: rand.Int64N(spread + 1), Reason: "hub node shutting down"})
 	}
 	if len(list) > 0 {
-		t := time.NewTimer(h.cfg.DrainGrace)
+		// Agents open their new session (elsewhere) within the spread, then
+		// close this one: make-before-break. Until then it keeps serving.
+		t := time.NewTimer(h.cfg.DrainSpread + h.cfg.DrainGrace)
 		select {
 		case <-empty:
 		case <-t.C:
@@ -270,6 +293,12 @@ func (h *Hub) drainSessions() {
 	for _, s := range list {
 		s.closeWith(relay.CloseGoingAway, "hub node shutting down; reconnect")
 	}
+}
+
+func (h *Hub) isClosing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closing
 }
 
 func (h *Hub) sessionCount() int {

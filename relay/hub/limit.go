@@ -3,8 +3,11 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,9 +17,8 @@ import (
 // failLimiter bounds failed attempts per client address in a fixed window:
 // it makes guessing pairing codes (8 characters of a 32-letter alphabet,
 // about 10^12) hopeless from one address, without slowing down anyone who
-// types a valid code. The address is the TCP peer: behind a reverse proxy
-// every client shares the proxy's address, so the proxy should limit
-// /v1/enroll itself.
+// types a valid code. The key is Hub.ClientAddr, not the TCP peer: behind
+// a reverse proxy every client would share the proxy's address.
 type failLimiter struct {
 	max    int
 	window time.Duration
@@ -113,13 +115,73 @@ func (l *failLimiter) pruneLocked(now time.Time) {
 	}
 }
 
-// clientAddr is the limiter key of a request: its TCP peer's IP.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// ClientAddr is the address of the client behind a request, the key of the
+// enrollment limit and what logs show: the TCP peer's IP, or, when the peer
+// is one of Config.TrustedProxies, the X-Forwarded-For entry nearest to it
+// that is not a trusted proxy. Entries are walked from the right because
+// only the part a trusted proxy appended can be believed; whatever a client
+// sent itself lies further left. A malformed entry ends the walk at the
+// peer: a proxy that forwards garbage is not followed past it.
+func (h *Hub) ClientAddr(r *http.Request) string {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		return host
 	}
-	return host
+	ip := peer.Addr().Unmap()
+	if !h.trusted(ip) {
+		return ip.String()
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	client := ip
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := parseHop(hops[i])
+		if err != nil {
+			return ip.String()
+		}
+		client = a
+		if !h.trusted(a) {
+			break
+		}
+	}
+	// Every hop trusted: the leftmost is the furthest known.
+	return client.String()
+}
+
+// FromTrustedProxy reports whether the request's TCP peer is one of
+// Config.TrustedProxies, whose forwarded headers may be believed.
+func (h *Hub) FromTrustedProxy(r *http.Request) bool {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && h.trusted(peer.Addr().Unmap())
+}
+
+func (h *Hub) trusted(a netip.Addr) bool {
+	for _, p := range h.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseHop reads one X-Forwarded-For entry: an IP, maybe with a port
+// ("192.0.2.1:4711", "[2001:db8::1]:4711").
+func parseHop(s string) (netip.Addr, error) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap(), nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("X-Forwarded-For entry %q: %w", s, err)
+	}
+	return ap.Addr().Unmap(), nil
 }
 
 // Failed enrollments are also recorded in rr_enroll, one fixed window per

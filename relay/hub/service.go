@@ -80,7 +80,8 @@ func (h *Hub) Pair(ctx context.Context, project string, ttl time.Duration) (*hub
 // Enroll spends a pairing code: a new device and token, or, with the token
 // of an enrolled device, one more project for it. addr is the caller's
 // address for the failed-enrollment limit.
-func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken, addr string) (*hubapi.Enrollment, error) {
+func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken, addr string) (enr *hubapi.Enrollment, err error) {
+	defer func() { h.metrics.enrollDone(deviceToken != "", err) }()
 	// Every attempt is counted before it is evaluated and refunded once it
 	// succeeded, so concurrent guesses cannot all pass the check first.
 	ok, retry := h.enrollLim.take(addr)
@@ -141,7 +142,7 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 	if existing != nil {
 		d, err := h.st.addProject(ctx, devID, pr.Project)
 		if err != nil {
-			return nil, unavailable("record the enrollment; retry with a new code", err)
+			return nil, h.enrollFailed(ctx, code, devID, err)
 		}
 		out = hubapi.Enrollment{DeviceID: d.ID, Token: deviceToken, Project: pr.Project, Projects: d.Projects}
 	} else {
@@ -152,12 +153,27 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 		}
 		d := deviceRec{ID: devID, Name: name, OS: cleanText(req.OS, maxOS), Projects: []string{pr.Project}, CreatedAt: h.cfg.Now().UTC()}
 		if err := h.st.createDevice(ctx, d, token); err != nil {
-			return nil, unavailable("record the enrollment; retry with a new code", err)
+			return nil, h.enrollFailed(ctx, code, devID, err)
 		}
 		out = hubapi.Enrollment{DeviceID: devID, Token: token, Project: pr.Project, Projects: d.Projects}
 	}
 	h.log.Info("device enrolled", "device", out.DeviceID, "project", pr.Project, "added", existing != nil)
 	return &out, nil
+}
+
+// enrollFailed rolls back a spent code after the device could not be
+// stored: the same code works on a retry, no device is left behind.
+func (h *Hub) enrollFailed(ctx context.Context, code, devID string, err error) error {
+	uerr := h.st.unspendPairingCode(context.WithoutCancel(ctx), code, devID)
+	if errors.Is(err, errRevokedToken) {
+		return err // revoked meanwhile: the code is back for another device
+	}
+	if uerr != nil {
+		h.log.Error("enrollment failed and its pairing code could not be given back", "err", err, "rollback_err", uerr)
+		return unavailable("record the enrollment; retry with a new code", err)
+	}
+	h.log.Warn("enrollment failed; its pairing code stays valid", "err", err)
+	return unavailable("record the enrollment; retry with the same code", err)
 }
 
 // Device returns one device with its effective presence, or a not_found
@@ -234,6 +250,15 @@ func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
 	if p.State == hubapi.StateOffline {
 		return out
 	}
+	if dead, at := h.nodes.dead(p.Node, time.Now()); dead {
+		// The node holding the socket crashed (or stopped without
+		// writing offline): the device is not reachable through it.
+		out.State, out.Since = hubapi.StateOffline, at
+		if p.Refreshed.After(out.LastSeen) {
+			out.LastSeen = p.Refreshed
+		}
+		return out
+	}
 	stale := time.Duration(p.StaleAfterMS) * time.Millisecond
 	if stale <= 0 {
 		stale = h.staleAfter()
@@ -291,7 +316,9 @@ const requestSlack = 500 * time.Millisecond
 // no answer came by the deadline, invalid_args for a malformed call). It
 // refuses unknown command names before routing. A proposal id a propose_*
 // command returned is recorded, so WaitProposal can tell it from a typo.
-func (h *Hub) Command(ctx context.Context, c Call) *relay.Result {
+func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
+	start := time.Now()
+	defer func() { h.metrics.commandDone(c.Name, result, time.Since(start)) }()
 	if c.ID == "" {
 		c.ID = newID("cmd-")
 	}
@@ -388,37 +415,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// route sends a command to whichever node holds the device's socket.
-func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout time.Duration) *relay.Result {
-	rctx, cancel := context.WithTimeout(ctx, timeout+requestSlack)
-	defer cancel()
-	msg, err := h.nc.RequestWithContext(rctx, cmdSubject(dev), mustJSON(cmd))
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeDeviceOffline, "device %s is not connected to the hub", dev)}
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeExpired, "device %s did not answer within %s", dev, timeout)}
-	case errors.Is(err, context.Canceled):
-		// The caller left (or the hub is stopping): tell the device to stop
-		// working on a result nobody will read.
-		if perr := h.nc.Publish(ctlSubject(dev), mustJSON(ctlMsg{Op: "cancel", Command: cmd.ID})); perr != nil {
-			h.log.Warn("publish command cancel", "device", dev, "command", cmd.ID, "err", perr)
-		}
-		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the request was cancelled (client gone or hub shutting down)")}
-	case err != nil:
-		h.log.Error("route command", "err", err)
-		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the hub could not route the command: %v", err)}
-	}
-	var res relay.Result
-	if err := json.Unmarshal(msg.Data, &res); err != nil {
-		return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "the hub got an unreadable result")}
-	}
-	if res.ID == "" {
-		res.ID = cmd.ID
-	}
-	return &res
 }
 
 func isObject(raw json.RawMessage) bool {

@@ -59,6 +59,9 @@ type session struct {
 	pres     presenceRec
 	presRev  uint64
 	presLost bool // a newer session wrote the presence key
+
+	sentClose  atomic.Int32 // the close code this node sent, if it did (metrics)
+	handedOver atomic.Bool  // a newer session took over while this node drains
 }
 
 type outItem struct {
@@ -190,6 +193,7 @@ func (h *Hub) serveAgent(conn *websocket.Conn, dev *deviceRec) {
 		return
 	}
 	defer h.sessWG.Done()
+	h.metrics.sessionOpened()
 	s.run(hello)
 }
 
@@ -254,6 +258,10 @@ func (s *session) run(hello *relay.Hello) {
 		}
 	}
 
+	// The setup above may have waited on KV (seconds while JetStream elects
+	// a leader); what the agent sent meanwhile is in the socket, unread, so
+	// the read deadline starts from here, not from the hello.
+	s.touch()
 	reason := s.readLoop()
 	s.end(reason)
 }
@@ -395,6 +403,7 @@ func (s *session) send(f relay.Frame) bool {
 func (s *session) closeWith(code int, reason string) {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
+		s.sentClose.Store(int32(code))
 		s.enqueue(outItem{close: &closeReq{code, reason}}) // after what is queued
 	})
 }
@@ -435,6 +444,7 @@ func (s *session) end(readErr error) {
 		s.log.Warn("record last_seen", "err", err)
 	}
 	s.h.unregister(s)
+	s.h.metrics.sessionClosed(int(s.sentClose.Load()), readErr)
 	s.log.Info("agent disconnected", "reason", closeReason(readErr))
 }
 
@@ -468,6 +478,33 @@ func (s *session) subscribe() error {
 		return fmt.Errorf("flush subscription: %w", err)
 	}
 	return nil
+}
+
+// handOver stops routing commands to this session (a newer one on another
+// node took over while this node drains); commands already here finish.
+// It runs on the dispatcher goroutine, like startCommand: commands sent
+// before it precede the drain frame that tells the agent no more will come,
+// and deliveries still queued for this session are forwarded to the new one.
+func (s *session) handOver() {
+	if !s.handedOver.CompareAndSwap(false, true) {
+		return
+	}
+	s.mu.Lock()
+	sub := s.sub
+	s.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+	s.send(&relay.Drain{AfterMS: 0, Reason: relay.DrainHandedOver})
+	s.log.Info("session handed over to a newer one; the agent closes it once its commands answered")
+}
+
+// forward re-publishes a command delivered to a handed-over session, so
+// the device's newer session gets it (with the requester's reply subject).
+func (s *session) forward(msg *nats.Msg) {
+	if err := s.h.nc.PublishMsg(&nats.Msg{Subject: msg.Subject, Reply: msg.Reply, Header: msg.Header, Data: msg.Data}); err != nil {
+		s.respond([]*nats.Msg{msg}, &relay.Result{Error: relay.Errorf(relay.CodeDeviceOffline, "the device is moving to another hub node; retry")})
+	}
 }
 
 func (s *session) goOnlineAndKick() error {
@@ -550,6 +587,10 @@ func (s *session) refreshPresence(ctx context.Context) {
 // startCommand forwards a routed command to the agent. It runs on the
 // dispatcher goroutine, so it never blocks: a full queue answers busy.
 func (s *session) startCommand(msg *nats.Msg) {
+	if s.handedOver.Load() {
+		s.forward(msg)
+		return
+	}
 	var cmd relay.Command
 	if err := json.Unmarshal(msg.Data, &cmd); err != nil || cmd.ID == "" {
 		s.respond([]*nats.Msg{msg}, &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeInternal, "hub sent a malformed command")})
@@ -565,10 +606,12 @@ func (s *session) startCommand(msg *nats.Msg) {
 		// Same id in flight: wait for that run rather than start another.
 		p.replies = append(p.replies, msg)
 		s.mu.Unlock()
+		s.ack(msg)
 		return
 	}
 	s.pending[cmd.ID] = &pendingCmd{replies: []*nats.Msg{msg}, deadline: cmd.Deadline}
 	s.mu.Unlock()
+	s.ack(msg)
 
 	if !s.send(&cmd) {
 		code, text := relay.CodeBusy, "the hub's queue to this device is full; retry shortly"
@@ -576,6 +619,17 @@ func (s *session) startCommand(msg *nats.Msg) {
 			code, text = relay.CodeDeviceOffline, "the device is disconnecting; retry"
 		}
 		s.fail(cmd.ID, relay.Errorf(code, "%s", text))
+	}
+}
+
+// ack tells a requester that asked which node serves its command (see
+// route), so it can fail fast if this node dies.
+func (s *session) ack(msg *nats.Msg) {
+	if msg.Reply == "" || msg.Header.Get(hdrWantAck) == "" {
+		return
+	}
+	if err := msg.RespondMsg(&nats.Msg{Header: nats.Header{hdrAck: []string{s.h.cfg.NodeName}}}); err != nil {
+		s.log.Warn("ack command request", "err", err)
 	}
 }
 

@@ -29,6 +29,7 @@ const (
 	bucketRooms     = "rr_rooms"     // b64(project) "." b64(room) "." device → roomRec
 	bucketClients   = "rr_clients"   // "id." token id → clientTokenRec; "h." sha256(token) → token id
 	bucketEnroll    = "rr_enroll"    // sha256(client address) → its failed enrollments in the window
+	bucketNodes     = "rr_nodes"     // node name → nodeRec, refreshed every nodeBeat
 	streamEvents    = "RR_EVENTS"    // subjects rr.events.>
 )
 
@@ -102,70 +103,7 @@ type presenceRec struct {
 
 // store wraps the KV buckets.
 type store struct {
-	devices, tokens, pairing, presence, proposals, rooms, clients, enroll jetstream.KeyValue
-}
-
-func openStore(ctx context.Context, js jetstream.JetStream) (*store, error) {
-	mk := func(cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-		cfg.Storage = jetstream.FileStorage
-		// Every record is small; a bound per value and per bucket keeps one
-		// device (or one bug) from filling the disk.
-		cfg.MaxValueSize = maxValueSize
-		if cfg.MaxBytes == 0 {
-			cfg.MaxBytes = 64 << 20
-		}
-		kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("kv bucket %s: %w", cfg.Bucket, err)
-		}
-		return kv, nil
-	}
-	var s store
-	var err error
-	if s.devices, err = mk(jetstream.KeyValueConfig{Bucket: bucketDevices, History: 1, MaxBytes: 256 << 20, Description: "roomrelay enrolled devices"}); err != nil {
-		return nil, err
-	}
-	if s.tokens, err = mk(jetstream.KeyValueConfig{Bucket: bucketTokens, History: 1, Description: "roomrelay device token hashes"}); err != nil {
-		return nil, err
-	}
-	if s.pairing, err = mk(jetstream.KeyValueConfig{Bucket: bucketPairing, History: 1, TTL: pairingRetention, Description: "roomrelay pairing code hashes"}); err != nil {
-		return nil, err
-	}
-	// No bucket TTL: expiry would erase last_seen. Staleness is judged from
-	// the record's refresh time instead (see presenceRec).
-	if s.presence, err = mk(jetstream.KeyValueConfig{Bucket: bucketPresence, History: 1, Description: "roomrelay device presence"}); err != nil {
-		return nil, err
-	}
-	if s.proposals, err = mk(jetstream.KeyValueConfig{Bucket: bucketProposals, History: 1, TTL: 30 * 24 * time.Hour, MaxBytes: 256 << 20, Description: "roomrelay proposal decisions"}); err != nil {
-		return nil, err
-	}
-	if s.rooms, err = mk(jetstream.KeyValueConfig{Bucket: bucketRooms, History: 1, MaxBytes: 256 << 20, Description: "roomrelay room directory"}); err != nil {
-		return nil, err
-	}
-	if s.clients, err = mk(jetstream.KeyValueConfig{Bucket: bucketClients, History: 1, MaxBytes: 64 << 20, Description: "roomrelay client (MCP) tokens"}); err != nil {
-		return nil, err
-	}
-	// A day outlives any enrollment window; the bound keeps a flood of
-	// addresses from filling the disk (past it, failures count in memory only).
-	if s.enroll, err = mk(jetstream.KeyValueConfig{Bucket: bucketEnroll, History: 1, TTL: 24 * time.Hour, MaxBytes: 16 << 20, Description: "roomrelay failed enrollments per address"}); err != nil {
-		return nil, err
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        streamEvents,
-		Description: "roomrelay device events",
-		Subjects:    []string{subjEvents + ".>"},
-		Storage:     jetstream.FileStorage,
-		MaxAge:      7 * 24 * time.Hour,
-		MaxBytes:    256 << 20,
-		// Per device and kind: one device's events cannot evict everyone
-		// else's.
-		MaxMsgsPerSubject: 1000,
-		MaxMsgSize:        maxValueSize,
-		Discard:           jetstream.DiscardOld,
-	}); err != nil {
-		return nil, fmt.Errorf("events stream: %w", err)
-	}
-	return &s, nil
+	devices, tokens, pairing, presence, proposals, rooms, clients, enroll, nodes jetstream.KeyValue
 }
 
 func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
@@ -345,6 +283,25 @@ func (s *store) spendPairingCode(ctx context.Context, code, devID string, now ti
 		return nil, fmt.Errorf("spend pairing code: %w", err)
 	}
 	return pr, nil
+}
+
+// unspendPairingCode gives a code back after the enrollment it was spent
+// on failed to store the device, so the person can retry with it: only if
+// devID still holds it.
+func (s *store) unspendPairingCode(ctx context.Context, code, devID string) error {
+	key := hashSecret("pairing", code)
+	pr, rev, err := getJSON[pairingRec](ctx, s.pairing, key)
+	if err != nil {
+		return fmt.Errorf("read pairing code: %w", err)
+	}
+	if pr.UsedBy != devID {
+		return nil
+	}
+	pr.UsedAt, pr.UsedBy = time.Time{}, ""
+	if _, err := s.pairing.Update(ctx, key, mustJSON(pr), rev); err != nil {
+		return fmt.Errorf("give the pairing code back: %w", err)
+	}
+	return nil
 }
 
 // createDevice stores a new device and its token's hash. If the token

@@ -45,7 +45,7 @@ type Config struct {
 	Hub *hub.Hub
 	// PublicURL is the hub's base URL as clients reach it
 	// ("https://hub.example.com"); empty derives it from each request's
-	// Host (and X-Forwarded-Proto only when TrustForwarded).
+	// Host (and X-Forwarded-Proto only from the hub's trusted proxies).
 	PublicURL string
 	// TokenRate and TokenBurst bound tools/call per client token on this
 	// node (default 300 per minute, burst 60).
@@ -156,7 +156,7 @@ func (f *Front) base(r *http.Request) string {
 		return f.cfg.PublicURL
 	}
 	scheme := "http"
-	if r.TLS != nil {
+	if r.TLS != nil || (f.hub.FromTrustedProxy(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")) {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host
@@ -181,6 +181,7 @@ func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {
 // the MCP handler with the token's identity, or answers 401.
 func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	meta := fmt.Sprintf(`Bearer resource_metadata=%q`, f.base(r)+MetadataPath)
+	client := f.hub.ClientAddr(r) // behind a trusted proxy, the address it forwarded
 	tok := ""
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		tok = strings.TrimSpace(a[7:])
@@ -192,6 +193,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := f.hub.VerifyClientToken(r.Context(), tok)
 	if errors.Is(err, hub.ErrBadClientToken) {
+		f.log.Info("refused a client token", "client", client)
 		w.Header().Set("WWW-Authenticate", meta+`, error="invalid_token", error_description="unknown or revoked token"`)
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
@@ -205,7 +207,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	if c.CanWrite() {
 		scopes = append(scopes, ScopeWrite)
 	}
-	ti := &auth.TokenInfo{Scopes: scopes, UserID: c.TokenID, Extra: map[string]any{"client": c}}
+	ti := &auth.TokenInfo{Scopes: scopes, UserID: c.TokenID, Extra: map[string]any{"client": c, "addr": client}}
 	// A call may wait for the owner (wait_for_review) or a device command:
 	// past the server's WriteTimeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(MaxWaitSeconds)*time.Second + f.cfg.CommandTimeout + 10*time.Second))

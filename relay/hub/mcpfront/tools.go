@@ -103,6 +103,7 @@ type call struct {
 	tool   string
 	client *hub.Client
 	device string
+	addr   string // the caller's address (Hub.ClientAddr)
 	start  time.Time
 }
 
@@ -111,6 +112,7 @@ func (f *Front) begin(ctx context.Context, req *mcp.CallToolRequest, tool string
 	c := &call{f: f, tool: tool, start: f.cfg.Now()}
 	if req.Extra != nil && req.Extra.TokenInfo != nil {
 		c.client, _ = req.Extra.TokenInfo.Extra["client"].(*hub.Client)
+		c.addr, _ = req.Extra.TokenInfo.Extra["addr"].(string)
 	}
 	if c.client == nil { // cannot happen behind authenticate
 		return c, c.fail(relay.Errorf(relay.CodeNotEnrolled, "no client token"))
@@ -168,7 +170,7 @@ func (c *call) log(outcome string) {
 	if c.client != nil {
 		tok = c.client.TokenID
 	}
-	c.f.log.Info("tools/call", "token_id", tok, "tool", c.tool, "device", c.device, "outcome", outcome,
+	c.f.log.Info("tools/call", "token_id", tok, "client", c.addr, "tool", c.tool, "device", c.device, "outcome", outcome,
 		"ms", c.f.cfg.Now().Sub(c.start).Milliseconds())
 }
 

@@ -1,0 +1,231 @@
+//go:build !agentonly
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls cond; the limit only bounds a failing test.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// startAgent runs `roomrelay run` until the returned stop is called.
+func startAgent(t *testing.T, env map[string]string, args ...string) (stop func() string) {
+	t.Helper()
+	var out syncBuffer
+	e := &Env{Stdout: &out, Stderr: &out, Getenv: func(k string) string { return env[k] }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, append([]string{"run", "--no-sandbox"}, args...), e) }()
+	var once sync.Once
+	stop = func() string {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("roomrelay run did not stop")
+			}
+		})
+		return out.String()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// TestHubTLSWithPrivateCA: `roomrelay hub --tls-cert/--tls-key` serves
+// HTTPS; enroll and the admin commands without the CA fail with the
+// --ca-file hint (not "is the hub running?"), with --ca-file or
+// ROOMRELAY_CA_FILE they work; enroll records the CA so `roomrelay run`
+// connects over wss with it, and a wrong CA shows the hint in `roomrelay
+// status`. Then the certificate files are replaced: new handshakes get the
+// new certificate from the same running server, and a broken replacement
+// leaves the previous one served.
+func TestHubTLSWithPrivateCA(t *testing.T) {
+	tlsDir := t.TempDir()
+	ca := testutil.NewCA(t, "roomrelay test CA")
+	caFile, certFile, keyFile := ca.WriteFiles(tlsDir, "127.0.0.1", "localhost")
+	var hubLogs syncBuffer
+	log := slog.New(slog.NewTextHandler(&hubLogs, nil))
+
+	sf := &hubServeFlags{tlsCert: &certFile, tlsKey: &keyFile}
+	tlsCfg, err := sf.tls(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t", Logger: log}, "127.0.0.1:0", "", defaultConnLimits, tlsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	if !strings.HasPrefix(srv.url, "https://") {
+		t.Fatalf("the hub serves %s, want https", srv.url)
+	}
+	pc, err := srv.hub.Pair(ctx, "p1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	home := t.TempDir()
+	env := map[string]string{"ROOMRELAY_HOME": home}
+	enroll := []string{"enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file", "--name", "laptop"}
+	code, _, errs := run(t, env, enroll...)
+	if code != ExitUnavailable || !strings.Contains(errs, tlsfiles.UntrustedHint) || strings.Contains(errs, "is `roomrelay hub` running") {
+		t.Fatalf("enroll without the CA: %d %s", code, errs)
+	}
+	if code, _, errs := run(t, env, append(enroll, "--ca-file", caFile)...); code != 0 {
+		t.Fatalf("enroll with --ca-file: %d %s", code, errs)
+	}
+	var dc DeviceConfig
+	b, err := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
+	if err != nil || json.Unmarshal(b, &dc) != nil || dc.CAFile != caFile {
+		t.Fatalf("device config %s (%v): want ca_file %s", b, err, caFile)
+	}
+
+	admin := []string{"hub", "devices", "--hub", srv.url, "--admin-token", "rra_t", "--json"}
+	if code, _, errs := run(t, nil, admin...); code != ExitUnavailable || !strings.Contains(errs, tlsfiles.UntrustedHint) {
+		t.Fatalf("hub devices without the CA: %d %s", code, errs)
+	}
+	code, out, errs := run(t, map[string]string{"ROOMRELAY_CA_FILE": caFile}, admin...)
+	if code != 0 || !strings.Contains(out, dc.DeviceID) {
+		t.Fatalf("hub devices with ROOMRELAY_CA_FILE: %d %s %s", code, out, errs)
+	}
+
+	// The agent uses the CA enroll recorded: online over wss.
+	online := func() bool {
+		d, err := srv.hub.Device(ctx, dc.DeviceID)
+		return err == nil && d.Presence.State == hubapi.StateOnline
+	}
+	stop := startAgent(t, env)
+	eventually(t, "the agent online over wss", online)
+	if code, out, _ := run(t, env, "status", "--json"); code != 0 {
+		t.Fatalf("status while online: %d %s", code, out)
+	}
+	stop()
+	eventually(t, "the agent offline", func() bool { return !online() })
+
+	// --ca-file overrides the recorded one: with another CA the agent is
+	// refused by TLS, and status says what to do.
+	otherCA, _, _ := testutil.NewCA(t, "another CA").WriteFiles(t.TempDir(), "127.0.0.1")
+	stop = startAgent(t, env, "--ca-file", otherCA)
+	var st statusReport
+	eventually(t, "status names the untrusted certificate", func() bool {
+		_, out, _ := run(t, env, "status", "--json")
+		st = statusReport{}
+		return json.Unmarshal([]byte(out), &st) == nil && strings.Contains(st.Problem, tlsfiles.UntrustedHint)
+	})
+	if !strings.Contains(st.Fix, "--ca-file") || strings.Contains(st.Fix, "is up") {
+		t.Errorf("status fix for an untrusted certificate: %q", st.Fix)
+	}
+	stop()
+
+	// Certificate renewal without a restart.
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.PEM)
+	addr := strings.TrimPrefix(srv.url, "https://")
+	served := func() *big.Int {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots})
+		if err != nil {
+			t.Fatalf("handshake: %v", err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	renewedCert, renewedKey, renewed := ca.Issue("127.0.0.1")
+	replace := func(cert, key []byte) {
+		t.Helper()
+		// Write next to the files and rename, as certbot and friends do.
+		for f, b := range map[string][]byte{certFile: cert, keyFile: key} {
+			if err := os.WriteFile(f+".new", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(f+".new", f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	replace(renewedCert, renewedKey)
+	eventually(t, "the renewed certificate served", func() bool { return served().Cmp(renewed) == 0 })
+
+	replace([]byte("-----BEGIN CERTIFICATE-----\nbroken\n"), renewedKey)
+	eventually(t, "a warning about the broken certificate", func() bool {
+		served()
+		return strings.Contains(hubLogs.String(), "does not load")
+	})
+	if got := served(); got.Cmp(renewed) != 0 {
+		t.Fatalf("after a broken replacement the hub serves %v, want the previous %v", got, renewed)
+	}
+	// The same server all along: the enrolled device's token still works
+	// against it, and its store kept the device.
+	if _, err := srv.hub.Device(ctx, dc.DeviceID); err != nil {
+		t.Fatalf("the device after the reloads: %v", err)
+	}
+}
+
+// TestHubTLSFlags: --tls-cert needs --tls-key, and --trusted-proxy takes
+// CIDRs and bare IPs.
+func TestHubTLSFlags(t *testing.T) {
+	code, _, errs := run(t, nil, "hub", "--home", t.TempDir(), "--admin-token", "rra_t", "--tls-cert", "cert.pem")
+	if code != ExitUsage || !strings.Contains(errs, "--tls-cert and --tls-key together") {
+		t.Fatalf("--tls-cert alone: %d %s", code, errs)
+	}
+	code, _, errs = run(t, nil, "hub", "--home", t.TempDir(), "--admin-token", "rra_t", "--trusted-proxy", "10.0.0.0/33")
+	if code != ExitUsage || !strings.Contains(errs, "trusted-proxy") {
+		t.Fatalf("a bad --trusted-proxy: %d %s", code, errs)
+	}
+	for in, want := range map[string]string{"10.1.2.3": "10.1.2.3/32", "10.1.2.3/8": "10.0.0.0/8", "::1": "::1/128", "::ffff:127.0.0.1": "127.0.0.1/32"} {
+		p, err := parsePrefix(in)
+		if err != nil || p.String() != want {
+			t.Errorf("parsePrefix(%q) = %v, %v; want %s", in, p, err, want)
+		}
+	}
+	_, out, _ := run(t, nil, "hub", "--help")
+	for _, f := range []string{"--tls-cert", "--tls-key", "--trusted-proxy", "--replicas", "--startup-timeout", "--nats-creds", "--nats-tls-ca", "--ca-file"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("hub --help does not mention %s", f)
+		}
+	}
+}

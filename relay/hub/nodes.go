@@ -1,0 +1,183 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Node liveness: every node rewrites its record in rr_nodes each NodeBeat
+// and every node watches the bucket, so a crashed node is known dead after
+// nodeDeadBeats missed beats — seconds, where the per-device presence
+// refresh (a heartbeat plus the read deadline) takes over a minute. Its
+// devices then read offline, and commands in flight to it fail at once.
+
+// nodeDeadBeats is how many beats a node may miss before it is dead.
+const nodeDeadBeats = 4
+
+type nodeRec struct {
+	Node      string    `json:"node"`
+	Started   time.Time `json:"started"`
+	Refreshed time.Time `json:"refreshed"`
+	BeatMS    int64     `json:"beat_ms"`
+}
+
+// nodeTable is this node's view of the others, fed by the watch. Times are
+// this machine's clock when an update arrived, so clock skew between nodes
+// does not matter.
+type nodeTable struct {
+	mu   sync.Mutex
+	m    map[string]nodeSeen
+	self string // this node's key: if its own beats stop arriving, the watch is what failed
+}
+
+type nodeSeen struct {
+	heard time.Time     // when its last beat arrived here
+	beat  time.Duration // its beat interval
+	gone  bool          // it deleted its record: shut down cleanly
+}
+
+func nodeKey(name string) string { return readyzKeyRe.ReplaceAllString(name, "_") }
+
+// dead reports whether node is known dead, and since when. A node never
+// heard of is not known dead: it may predate liveness records, and the
+// presence refresh still judges its devices.
+func (t *nodeTable) dead(node string, now time.Time) (bool, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.m[nodeKey(node)]
+	switch {
+	case !ok:
+		return false, time.Time{}
+	case n.gone:
+		return true, n.heard
+	case !t.hearsSelfLocked(now):
+		// Our watch (or our NATS connection) is behind: every node would
+		// look dead. No opinion until it is back.
+		return false, time.Time{}
+	}
+	return now.Sub(n.heard) > nodeDeadBeats*n.beat, n.heard
+}
+
+func (t *nodeTable) hearsSelfLocked(now time.Time) bool {
+	me, ok := t.m[t.self]
+	return ok && !me.gone && now.Sub(me.heard) <= nodeDeadBeats*me.beat
+}
+
+func (t *nodeTable) hearsSelf(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hearsSelfLocked(now)
+}
+
+func (t *nodeTable) set(key string, n nodeSeen) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[string]nodeSeen{}
+	}
+	t.m[key] = n
+}
+
+// beatNodes writes this node's record now and every beat until ctx ends,
+// then deletes it (a clean stop: the node is gone, not dead).
+func (h *Hub) beatNodes(ctx context.Context) {
+	rec := nodeRec{Node: h.cfg.NodeName, Started: time.Now().UTC(), BeatMS: h.cfg.NodeBeat.Milliseconds()}
+	key := nodeKey(h.cfg.NodeName)
+	put := func() {
+		rec.Refreshed = time.Now().UTC()
+		pctx, cancel := context.WithTimeout(ctx, h.cfg.NodeBeat)
+		defer cancel()
+		if _, err := h.st.nodes.Put(pctx, key, mustJSON(rec)); err != nil && ctx.Err() == nil {
+			h.log.Warn("node liveness beat failed", "err", err)
+		}
+	}
+	put()
+	t := time.NewTicker(h.cfg.NodeBeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := h.st.nodes.Delete(dctx, key); err != nil {
+				h.log.Warn("remove node liveness record", "err", err)
+			}
+			cancel()
+			return
+		case <-t.C:
+			put()
+		}
+	}
+}
+
+// watchNodes keeps h.nodes current until ctx ends. A watch that stops
+// delivering (its consumer was on a NATS server that died) is noticed by
+// this node's own beats going missing, and replaced.
+func (h *Hub) watchNodes(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		h.followNodes(ctx, w)
+		if ctx.Err() != nil {
+			return
+		}
+		h.log.Warn("node liveness watch stalled; watching again")
+		for {
+			var err error
+			if w, err = h.st.nodes.WatchAll(ctx); err == nil {
+				break
+			}
+			h.log.Warn("watch node liveness", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(h.cfg.NodeBeat):
+			}
+		}
+	}
+}
+
+// followNodes applies one watch's updates until ctx ends or it stalls.
+func (h *Hub) followNodes(ctx context.Context, w jetstream.KeyWatcher) {
+	defer w.Stop()
+	initial := true
+	check := time.NewTicker(h.cfg.NodeBeat)
+	defer check.Stop()
+	started := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-check.C:
+			// Give a new watch the dead time to hear us first.
+			if time.Since(started) > nodeDeadBeats*h.cfg.NodeBeat && !h.nodes.hearsSelf(time.Now()) {
+				return
+			}
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				initial = false // the end of the stored values
+				continue
+			}
+			now := time.Now()
+			if e.Operation() != jetstream.KeyValuePut {
+				h.nodes.set(e.Key(), nodeSeen{heard: now, gone: true})
+				continue
+			}
+			var rec nodeRec
+			if json.Unmarshal(e.Value(), &rec) != nil || rec.BeatMS <= 0 {
+				continue
+			}
+			heard := now
+			if initial && e.Created().Before(now) {
+				// A stored beat: as old as the server says, so a node
+				// that died before we started is not taken for alive.
+				heard = e.Created()
+			}
+			h.nodes.set(e.Key(), nodeSeen{heard: heard, beat: time.Duration(rec.BeatMS) * time.Millisecond})
+		}
+	}
+}

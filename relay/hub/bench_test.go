@@ -228,3 +228,41 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCrossNode compares a command entering the node that holds the
+// device's socket with one entering another node (both on one external
+// NATS server, the agent on node a), interleaved in one run:
+//
+//	go test -run '^$' -bench CrossNode -benchtime 2000x -count 3 ./relay/hub
+func BenchmarkCrossNode(b *testing.B) {
+	url := startExternalNATS(b)
+	a := startHub(b, Config{NATSURL: url, NodeName: "a"})
+	nb := startHub(b, Config{NATSURL: url, NodeName: "b"})
+	dev, tok := a.enroll("p1")
+	ag := dialAgent(b, a.wsURL(), tok, dev)
+	ag.serve(echoHandler)
+	a.waitState(dev, hubapi.StateOnline)
+	req := hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: json.RawMessage(`{"room_id":"r1"}`)}
+	for _, entry := range []struct {
+		name string
+		th   *testHub
+	}{{"same-node", a}, {"cross-node", nb}} {
+		b.Run(entry.name, func(b *testing.B) {
+			cl := hubclient.New(entry.th.URL(), testAdmin)
+			lat := make([]time.Duration, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				t0 := time.Now()
+				res, status, err := cl.Command(context.Background(), dev, req)
+				lat[i] = time.Since(t0)
+				if err != nil || status != 200 || !res.OK {
+					b.Fatalf("command: %v %d %+v", err, status, res)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}

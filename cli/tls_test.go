@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -23,23 +22,6 @@ import (
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // eventually polls cond; the limit only bounds a failing test.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -53,7 +35,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // startAgent runs `roomrelay run` until the returned stop is called.
 func startAgent(t *testing.T, env map[string]string, args ...string) (stop func() string) {
 	t.Helper()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	e := &Env{Stdout: &out, Stderr: &out, Getenv: func(k string) string { return env[k] }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -86,7 +68,7 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	tlsDir := t.TempDir()
 	ca := testutil.NewCA(t, "roomrelay test CA")
 	caFile, certFile, keyFile := ca.WriteFiles(tlsDir, "127.0.0.1", "localhost")
-	var hubLogs syncBuffer
+	var hubLogs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&hubLogs, nil))
 
 	sf := &hubServeFlags{tlsCert: &certFile, tlsKey: &keyFile}

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,7 +186,7 @@ func TestThroughNginxWithTLS(t *testing.T) {
 	start := func(home string, args ...string) {
 		t.Helper()
 		c := exec.Command(bin, args...)
-		var logs syncBuf
+		var logs testutil.SyncBuffer
 		c.Env, c.Stdout, c.Stderr = env(home), &logs, &logs
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
@@ -315,21 +314,4 @@ func TestThroughNginxWithTLS(t *testing.T) {
 	if code, out := runCmd(t.TempDir(), "enroll", "--hub", proxied, "--code", pc.Code, "--credential-store", "file", "--ca-file", caFile); code != 0 {
 		t.Fatalf("enroll from 127.0.0.1 while %s is blocked: %d %s", want, code, out)
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package tlsfiles
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,31 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/roomrelay/roomrelay/internal/testutil"
 )
-
-// syncBuf is a log sink the server goroutines write while the test reads.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // serveTLS serves handshakes with cfg on loopback until the test ends.
 func serveTLS(t *testing.T, cfg *tls.Config) string {
@@ -101,7 +81,7 @@ func TestReloadOnChange(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
 	tick := func() { clock.Add(int64(2 * DefaultCheckEvery)) }
-	var logs syncBuf
+	var logs testutil.SyncBuffer
 	r, err := NewCertReloader(ReloaderConfig{CertFile: certFile, KeyFile: keyFile,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Now: func() time.Time { return time.Unix(0, clock.Load()) }})
 	if err != nil {

@@ -27,7 +27,9 @@ to a 0600 file in the config dir instead (for headless or system installs).
 The device id and hub go to config.json, and so does --ca-file (a PEM
 file with the private CA that signed the hub's certificate): the agent
 trusts it from then on. Enrolling again with a code for
-another project adds that project to the same device.
+another project adds that project to the same device. After the hub revoked
+this device, enrolling with a new code makes it a new device: the old
+identity and its token are replaced.
 
 Enrollment alone serves nothing: the device owner still enables each project
 with 'roomrelay enable PROJECT'.`,
@@ -84,8 +86,19 @@ with 'roomrelay enable PROJECT'.`,
 				cl := hubclient.New(*hubURL, "")
 				cl.HTTP = hc
 				enr, err := cl.Enroll(ctx, *code, *name, runtime.GOOS, existing)
+				var ae *hubclient.APIError
+				if existing != "" && errors.As(err, &ae) && (ae.Code == "revoked" || ae.Code == "invalid_token") {
+					// The stored identity is dead (revoked, or unknown to this
+					// hub): the hub refused it before spending the code, so the
+					// same code starts a fresh enrollment that replaces it.
+					why := "was revoked"
+					if ae.Code == "invalid_token" {
+						why = "is not known to this hub"
+					}
+					fmt.Fprintf(e.Stderr, "device %s %s: enrolling as a new device; it replaces the old identity in the credential store\n", prev.DeviceID, why)
+					enr, err = cl.Enroll(ctx, *code, *name, runtime.GOOS, "")
+				}
 				if err != nil {
-					var ae *hubclient.APIError
 					if errors.As(err, &ae) {
 						return exitErr(ExitFailure, fmt.Errorf("enrollment refused: %s (%s); ask the hub operator for a new code", ae.Message, ae.Code))
 					}
@@ -102,6 +115,12 @@ with 'roomrelay enable PROJECT'.`,
 				slices.Sort(cfg.Projects)
 				if err := saveDeviceConfig(p, cfg); err != nil {
 					return err
+				}
+				if prev != nil && prev.DeviceID != enr.DeviceID {
+					// The old identity's secret is of no use any more.
+					if err := cs.Delete(ctx, prev.DeviceID); err != nil && !errors.Is(err, credstore.ErrNotFound) {
+						e.Logger.Warn("could not remove the replaced device's token", "device", prev.DeviceID, "err", err)
+					}
 				}
 				if cs.Kind() == credstore.KindFile {
 					e.Logger.Warn("device token stored in a file by explicit choice", "where", cs.Where())

@@ -352,7 +352,7 @@ const (
 	endRevoked                 // close 4003
 	endVersion                 // close 4001
 	endReplaced                // close 4009: another instance of this device
-	endDrain                   // the hub asked us to reconnect after a while
+	endDrain                   // the hub asked us to move to a new session
 	endWake                    // the wall clock jumped: reconnect now
 	endSleep                   // AnnounceSleep
 )
@@ -360,7 +360,6 @@ const (
 type sessionEnd struct {
 	kind      endKind
 	err       error
-	after     time.Duration // endDrain without prev
 	prev      *handover     // endDrain: the old session, still serving
 	sleepDone chan struct{} // endSleep
 	online    bool          // a welcome was received
@@ -442,13 +441,10 @@ func (a *Agent) supervise(ctx context.Context) error {
 			a.log.Warn("the hub replaced this session with a newer one of the same device: is another roomrelay agent running with this device's identity?",
 				"device", a.cfg.DeviceID)
 		case endDrain:
-			if end.prev != nil {
-				prev, prevTries = end.prev, 0
-				continue // dial now; the old session serves meanwhile
-			}
-			a.log.Info("hub asked to reconnect", "after", end.after)
-			attempt = 0      // no penalty: the hub is fine and directs us
-			wait = end.after // bounded by MaxDrainWait (drainWait)
+			// Dial now; the old session serves meanwhile. No penalty: the
+			// hub is fine and directs us.
+			prev, prevTries, attempt = end.prev, 0, 0
+			continue
 		case endWake:
 			a.log.Info("wall clock jumped (wake from sleep?): reconnecting now")
 			continue
@@ -570,13 +566,13 @@ func (a *Agent) dial(ctx context.Context) (*websocket.Conn, error) {
 	return conn, nil
 }
 
-// connect dials, does the hello/welcome handshake and serves the session.
 // maxHandoverTries bounds the dials made while a handed-over session still
 // serves.
 const maxHandoverTries = 5
 
-// connect dials and serves one session. With prev (a handed-over session)
-// it closes prev once the new session is up, in a goroutine on wg.
+// connect dials, does the hello/welcome handshake and serves the session.
+// With prev (a handed-over session) it closes prev once the new session is
+// up, in a goroutine on wg.
 func (a *Agent) connect(ctx context.Context, sessions *int, prev *handover, wg *sync.WaitGroup) sessionEnd {
 	conn, err := a.dial(ctx)
 	if err != nil {

@@ -104,6 +104,13 @@ type Backoff struct {
 	ResetAfter time.Duration // default 30 s
 }
 
+// DefaultBackoff is the reconnect shape a zero Config.Backoff gets.
+var DefaultBackoff = Backoff{Base: time.Second, Cap: 60 * time.Second, ResetAfter: 30 * time.Second}
+
+// DefaultMaxDrainWait bounds a drain frame's delay when Config.MaxDrainWait
+// is zero.
+const DefaultMaxDrainWait = 5 * time.Minute
+
 // Max returns the upper bound of the delay after the given number of
 // consecutive failures (0 for the first).
 func (b Backoff) Max(attempt int) time.Duration {
@@ -134,19 +141,19 @@ func (c *Config) setDefaults() {
 		c.MaxFrame = relay.DefaultMaxFrame
 	}
 	if c.Backoff.Base <= 0 {
-		c.Backoff.Base = time.Second
+		c.Backoff.Base = DefaultBackoff.Base
 	}
 	if c.Backoff.Cap <= 0 {
-		c.Backoff.Cap = 60 * time.Second
+		c.Backoff.Cap = DefaultBackoff.Cap
 	}
 	if c.Backoff.Cap < c.Backoff.Base {
 		c.Backoff.Cap = c.Backoff.Base
 	}
 	if c.Backoff.ResetAfter <= 0 {
-		c.Backoff.ResetAfter = 30 * time.Second
+		c.Backoff.ResetAfter = DefaultBackoff.ResetAfter
 	}
 	if c.MaxDrainWait <= 0 {
-		c.MaxDrainWait = 5 * time.Minute
+		c.MaxDrainWait = DefaultMaxDrainWait
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock()

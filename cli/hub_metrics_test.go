@@ -3,35 +3,16 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
-
-// lockedBuffer is a bytes.Buffer a running command writes while the test
-// reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestHubMetricsListen: `roomrelay hub --metrics-listen ADDR` names the
 // address in its banner and serves /metrics there without a token, while
@@ -40,7 +21,7 @@ func (l *lockedBuffer) String() string {
 func TestHubMetricsListen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &lockedBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	e := &Env{Stdout: io.Discard, Stderr: stderr, Getenv: func(string) string { return "" }}
 	done := make(chan int, 1)
 	go func() {

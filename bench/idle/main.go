@@ -22,10 +22,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -38,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/roomrelay/roomrelay/bench/internal/benchutil"
 )
 
 // clkTck is USER_HZ, 100 on every Linux the agent targets.
@@ -153,7 +153,7 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := benchutil.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 		return nil, err
 	}
 	defer hub.stop()
-	if err := waitFor(ctx, 30*time.Second, func() bool {
+	if err := benchutil.WaitFor(ctx, 30*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -201,11 +201,11 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 		json.Unmarshal(out, &r)
 		return r.State
 	}
-	if err := waitFor(ctx, 60*time.Second, func() bool { return state() == "online" }); err != nil {
+	if err := benchutil.WaitFor(ctx, 60*time.Second, func() bool { return state() == "online" }); err != nil {
 		return nil, fmt.Errorf("agent did not come online (state %q): %w", state(), err)
 	}
 	log.Info("agent online; settling", "settle", settle)
-	if err := sleep(ctx, settle); err != nil {
+	if err := benchutil.Sleep(ctx, settle); err != nil {
 		return nil, err
 	}
 	var phases []phase
@@ -219,10 +219,10 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 
 	log.Info("killing the hub")
 	hub.kill()
-	if err := waitFor(ctx, 90*time.Second, func() bool { s := state(); return s != "online" && s != "" }); err != nil {
+	if err := benchutil.WaitFor(ctx, 90*time.Second, func() bool { s := state(); return s != "online" && s != "" }); err != nil {
 		return nil, fmt.Errorf("agent still %q after the hub died: %w", state(), err)
 	}
-	if err := sleep(ctx, settle); err != nil {
+	if err := benchutil.Sleep(ctx, settle); err != nil {
 		return nil, err
 	}
 	log.Info("measuring hub unreachable", "window", window)
@@ -297,8 +297,8 @@ func read(pid int) (sample, error) {
 	st, _ := strconv.ParseInt(f[12], 10, 64) // field 15
 	s.ticks = ut + st
 	status := fmt.Sprintf("/proc/%d/status", pid)
-	s.rssKiB = statusField(status, "VmRSS")
-	s.anonKiB, s.fileKiB = statusField(status, "RssAnon"), statusField(status, "RssFile")
+	s.rssKiB = benchutil.StatusField(status, "VmRSS")
+	s.anonKiB, s.fileKiB = benchutil.StatusField(status, "RssAnon"), benchutil.StatusField(status, "RssFile")
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return s, err
@@ -314,27 +314,11 @@ func read(pid int) (sample, error) {
 			}
 		}
 		p := fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name())
-		s.vol += statusField(p, "voluntary_ctxt_switches")
-		s.inv += statusField(p, "nonvoluntary_ctxt_switches")
+		s.vol += benchutil.StatusField(p, "voluntary_ctxt_switches")
+		s.inv += benchutil.StatusField(p, "nonvoluntary_ctxt_switches")
 		s.threads++
 	}
 	return s, nil
-}
-
-func statusField(path, key string) int64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == key {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 func measure(ctx context.Context, pid int, window time.Duration) (phase, error) {
@@ -385,37 +369,4 @@ loop:
 		VoluntaryCS:    vol,
 		NonvoluntaryCS: inv,
 	}, nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func waitFor(ctx context.Context, limit time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/bench/internal/benchutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -111,7 +112,7 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", s.bin, "./cmd/roomrelay").CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w: %s", err, out)
 	}
-	if s.addr, err = freeAddr(); err != nil {
+	if s.addr, err = benchutil.FreeAddr(); err != nil {
 		return err
 	}
 	s.url = "http://" + s.addr
@@ -130,11 +131,11 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 		return err
 	}
 	defer s.stopAgents()
-	if err := waitFor(ctx, 3*time.Minute, func() bool { return s.online(ctx) == n }); err != nil {
+	if err := benchutil.WaitFor(ctx, 3*time.Minute, func() bool { return s.online(ctx) == n }); err != nil {
 		return fmt.Errorf("not all %d agents came online (%d did)", n, s.online(ctx))
 	}
 	time.Sleep(5 * time.Second)
-	baseRSS := rssKiB(s.hubProc().cmd.Process.Pid)
+	baseRSS := benchutil.RSSKiB(s.hubProc().cmd.Process.Pid)
 	log.Info("all agents online; load starts", "hub_rss_kib", baseRSS, "duration", duration)
 
 	loadCtx, stopLoad := context.WithTimeout(ctx, duration)
@@ -151,7 +152,7 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 				return
 			case <-t.C:
 			}
-			restartRSS = append(restartRSS, rssKiB(s.hubProc().cmd.Process.Pid))
+			restartRSS = append(restartRSS, benchutil.RSSKiB(s.hubProc().cmd.Process.Pid))
 			s.hubProc().stop()
 			if err := s.startHub(ctx); err != nil {
 				log.Error("hub restart", "err", err)
@@ -164,9 +165,9 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 	stopLoad()
 	log.Info("load done; letting the agents settle")
 	s.restartDead(ctx)
-	_ = waitFor(ctx, 2*time.Minute, func() bool { return s.online(ctx) == n })
+	_ = benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return s.online(ctx) == n })
 	time.Sleep(10 * time.Second)
-	endRSS := rssKiB(s.hubProc().cmd.Process.Pid)
+	endRSS := benchutil.RSSKiB(s.hubProc().cmd.Process.Pid)
 	online := s.online(ctx)
 	s.stopAgents()
 
@@ -198,7 +199,7 @@ func (s *soak) startHub(ctx context.Context) error {
 	s.mu.Lock()
 	s.hub = p
 	s.mu.Unlock()
-	return waitFor(ctx, time.Minute, func() bool {
+	return benchutil.WaitFor(ctx, time.Minute, func() bool {
 		c, err := net.DialTimeout("tcp", s.addr, time.Second)
 		if err == nil {
 			c.Close()
@@ -472,42 +473,4 @@ func (p *proc) stop() {
 func (p *proc) kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
-}
-
-func rssKiB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-func waitFor(ctx context.Context, limit time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	return nil
 }

@@ -14,32 +14,15 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
-// The real agent's reconnect shape (agent/config.go Backoff defaults): the
-// n-th consecutive failure waits a uniformly random time in
-// [0, min(cap, base·2^n)]; the count resets once a connection stayed up
-// for resetAfter. A drain frame's after_ms is obeyed, bounded like the
-// agent's MaxDrainWait.
-const (
-	backoffBase   = time.Second
-	backoffCap    = 60 * time.Second
-	resetAfter    = 30 * time.Second
-	maxDrainWait  = 5 * time.Minute
-	helloDeadline = 30 * time.Second
-)
-
-func backoffMax(attempt int) time.Duration {
-	d := backoffBase
-	for i := 0; i < attempt; i++ {
-		if d >= backoffCap/2 {
-			return backoffCap
-		}
-		d *= 2
-	}
-	return min(d, backoffCap)
-}
+// The real agent's reconnect shape (agent.DefaultBackoff): the n-th
+// consecutive failure waits a uniformly random time in [0, Max(n)]; the
+// count resets once a connection stayed up for ResetAfter. A drain frame's
+// after_ms is obeyed, bounded like the agent's (agent.DefaultMaxDrainWait).
+const helloDeadline = 30 * time.Second
 
 // client is a raw protocol client for one enrolled device: a real websocket
 // with the roomrelay.v1 subprotocol and the device's token, the real
@@ -81,12 +64,12 @@ func (c *client) run(ctx context.Context) {
 		var wait time.Duration
 		switch {
 		case drainAfter >= 0:
-			wait, attempt = min(drainAfter, maxDrainWait), 0
+			wait, attempt = min(drainAfter, agent.DefaultMaxDrainWait), 0
 		default:
-			if up >= resetAfter {
+			if up >= agent.DefaultBackoff.ResetAfter {
 				attempt = 0
 			}
-			wait = time.Duration(rand.Int64N(int64(backoffMax(attempt)) + 1))
+			wait = time.Duration(rand.Int64N(int64(agent.DefaultBackoff.Max(attempt)) + 1))
 			attempt++
 		}
 		t := time.NewTimer(wait)

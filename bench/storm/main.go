@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/roomrelay/roomrelay/bench/internal/benchutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
@@ -185,7 +186,7 @@ func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "github.com/roomrelay/roomrelay/cmd/roomrelay").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %w: %s", err, out)
 	}
-	if b.addr, err = freeAddr(); err != nil {
+	if b.addr, err = benchutil.FreeAddr(); err != nil {
 		return nil, err
 	}
 	b.url = "http://" + b.addr
@@ -330,7 +331,7 @@ func (b *bench) settledRSS(ctx context.Context) int64 {
 			case <-time.After(time.Second):
 			}
 		}
-		if r := rssKiB(b.hub.pid()); low == 0 || r < low {
+		if r := benchutil.RSSKiB(b.hub.pid()); low == 0 || r < low {
 			low = r
 		}
 	}
@@ -461,13 +462,4 @@ func ms(v int64) string { return (time.Duration(v) * time.Millisecond).String() 
 
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "storm: "+format+"\n", a...)
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

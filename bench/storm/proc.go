@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/roomrelay/roomrelay/bench/internal/benchutil"
 )
 
 // hubProc is one run of the hub child process.
@@ -85,26 +87,6 @@ func waitReady(ctx context.Context, url string, p *hubProc) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// rssKiB is VmRSS from /proc/PID/status.
-func rssKiB(pid int) int64 { return procStatus(pid, "VmRSS:") }
-
-// hwmKiB is VmHWM (peak RSS) from /proc/PID/status.
-func hwmKiB(pid int) int64 { return procStatus(pid, "VmHWM:") }
-
-func procStatus(pid int, field string) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // clockTicks is USER_HZ; 100 on every Linux this runs on (the kernel ABI
@@ -187,7 +169,7 @@ func sample(pid int) *sampler {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			s.peak = max(s.peak, rssKiB(pid))
+			s.peak = max(s.peak, benchutil.RSSKiB(pid))
 			select {
 			case <-s.stop:
 				return

@@ -186,11 +186,12 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, maxSmallBody, &req); err != nil {
 		return err
 	}
-	out, err := h.Enroll(r.Context(), req, bearer(r), h.ClientAddr(r))
+	addr := h.ClientAddr(r)
+	out, err := h.Enroll(r.Context(), req, bearer(r), addr)
 	if err != nil {
 		var he *Error
 		if errors.As(err, &he) && he.Status == http.StatusTooManyRequests {
-			if _, retry := h.enrollLim.blocked(h.ClientAddr(r)); retry > 0 {
+			if _, retry := h.enrollLim.blocked(addr); retry > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
 			}
 			writeError(w, he.Status, he.Code, he.Message)

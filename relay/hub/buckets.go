@@ -47,8 +47,9 @@ const (
 // errReplicas is a replica count the NATS deployment cannot place: it is
 // not worth retrying unless the cluster grows.
 type errReplicas struct {
-	want int
-	err  error
+	want  int
+	err   error
+	final bool // a non-clustered server: no retry can help
 }
 
 func (e *errReplicas) Error() string {
@@ -132,7 +133,7 @@ func replicaErr(err error, replicas int) error {
 	if replicas > 1 && errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case jsErrCodeNoPeers, jsErrCodeInsufficientResources, jsErrCodeReplicasNotSupported:
-			return &errReplicas{want: replicas, err: err}
+			return &errReplicas{want: replicas, err: err, final: apiErr.ErrorCode == jsErrCodeReplicasNotSupported}
 		}
 	}
 	return err

@@ -42,16 +42,7 @@ func (l *ConnLimiter) ExemptFromPerAddr(prefixes []netip.Prefix) {
 
 func (l *ConnLimiter) exemptLocked(addr string) bool {
 	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range l.exempt {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return err == nil && inPrefixes(l.exempt, a.Unmap())
 }
 
 // ConnState is the http.Server hook.

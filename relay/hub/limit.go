@@ -161,8 +161,11 @@ func (h *Hub) FromTrustedProxy(r *http.Request) bool {
 	return err == nil && h.trusted(peer.Addr().Unmap())
 }
 
-func (h *Hub) trusted(a netip.Addr) bool {
-	for _, p := range h.cfg.TrustedProxies {
+func (h *Hub) trusted(a netip.Addr) bool { return inPrefixes(h.cfg.TrustedProxies, a) }
+
+// inPrefixes reports whether a is in one of ps.
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
 		if p.Contains(a) {
 			return true
 		}

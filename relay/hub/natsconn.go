@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/internal/dirlock"
 )
@@ -150,7 +149,7 @@ func (h *Hub) setupStore(ctx context.Context, deadline time.Time) (*store, error
 	err := h.untilReady(ctx, deadline, "set up JetStream", func(sctx context.Context) error {
 		s, err := openStore(sctx, h.js, h.cfg.Replicas, h.log)
 		var re *errReplicas
-		if errors.As(err, &re) && isNonClustered(re) {
+		if errors.As(err, &re) && re.final {
 			return errPermanent{err}
 		}
 		if err != nil {
@@ -160,9 +159,4 @@ func (h *Hub) setupStore(ctx context.Context, deadline time.Time) (*store, error
 		return nil
 	})
 	return st, err
-}
-
-func isNonClustered(e *errReplicas) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(e.err, &apiErr) && apiErr.ErrorCode == jsErrCodeReplicasNotSupported
 }

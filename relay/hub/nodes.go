@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"sync"
 	"time"
 
@@ -40,7 +41,10 @@ type nodeSeen struct {
 	gone  bool          // it deleted its record: shut down cleanly
 }
 
-func nodeKey(name string) string { return readyzKeyRe.ReplaceAllString(name, "_") }
+// nodeKey is a node name as a KV key: what a key cannot hold becomes "_".
+func nodeKey(name string) string { return kvUnsafeRe.ReplaceAllString(name, "_") }
+
+var kvUnsafeRe = regexp.MustCompile(`[^A-Za-z0-9_=-]`)
 
 // dead reports whether node is known dead, and since when. A node never
 // heard of is not known dead: it may predate liveness records, and the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -437,7 +436,7 @@ func (h *Hub) Readiness(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	key := "readyz." + readyzKeyRe.ReplaceAllString(h.cfg.NodeName, "_")
+	key := "readyz." + nodeKey(h.cfg.NodeName)
 	stamp := h.cfg.Now().UTC().Format(time.RFC3339Nano)
 	if _, err := h.st.presence.Put(ctx, key, []byte(stamp)); err != nil {
 		return fmt.Errorf("a KV write failed: %v", err)
@@ -451,6 +450,3 @@ func (h *Hub) Readiness(ctx context.Context) error {
 	}
 	return nil
 }
-
-// readyzKeyRe finds what a KV key cannot hold in a node name.
-var readyzKeyRe = regexp.MustCompile(`[^A-Za-z0-9_=-]`)

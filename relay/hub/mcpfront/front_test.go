@@ -30,9 +30,15 @@ type frontHub struct {
 	read  string
 }
 
-func startFront(t *testing.T, fcfg Config) *frontHub {
+// serveFront runs a hub (embedded NATS) with the front mounted, served on
+// a loopback port until the test ends.
+func serveFront(t *testing.T, hcfg hub.Config, fcfg Config) *testutil.Server {
 	t.Helper()
-	h, err := hub.New(hub.Config{DataDir: t.TempDir(), AdminToken: admin, Heartbeat: time.Minute})
+	hcfg.DataDir, hcfg.AdminToken = t.TempDir(), admin
+	if hcfg.Heartbeat == 0 {
+		hcfg.Heartbeat = time.Minute
+	}
+	h, err := hub.New(hcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +56,13 @@ func startFront(t *testing.T, fcfg Config) *frontHub {
 	<-h.Ready()
 	srv := testutil.Serve(t, "", mux)
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	return srv
+}
 
+func startFront(t *testing.T, fcfg Config) *frontHub {
+	t.Helper()
+	srv := serveFront(t, hub.Config{}, fcfg)
+	ctx := context.Background()
 	fh := &frontHub{url: srv.URL(), cl: hubclient.New(srv.URL(), admin)}
 	pc, err := fh.cl.Pair(ctx, "p1", 0)
 	if err != nil {

@@ -1,16 +1,13 @@
 package mcpfront
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -19,23 +16,6 @@ import (
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // forwarded sends each request as a proxy would: X-Forwarded-For and
 // X-Forwarded-Proto set, and the bearer token if any.
@@ -61,23 +41,9 @@ func TestFrontSeesTheForwardedClient(t *testing.T) {
 		if trusted {
 			proxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		}
-		h, err := hub.New(hub.Config{DataDir: t.TempDir(), AdminToken: admin, Heartbeat: time.Minute, TrustedProxies: proxies})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs lockedBuf
-		f, err := New(Config{Hub: h, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		f.Mount(mux)
-		mux.Handle("/", h.Handler())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		<-h.Ready()
-		srv := testutil.Serve(t, "", mux)
+		var logs testutil.SyncBuffer
+		srv := serveFront(t, hub.Config{TrustedProxies: proxies}, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		ctx := context.Background()
 
 		const client = "198.51.100.7"
 		want := "client=" + client
@@ -130,8 +96,5 @@ func TestFrontSeesTheForwardedClient(t *testing.T) {
 		if got := strings.Contains(string(body), `"resource":"https://`); got != trusted {
 			t.Errorf("trusted=%v: metadata %s", trusted, body)
 		}
-		cancel()
-		<-done
-		srv.Close()
 	}
 }

@@ -76,12 +76,18 @@ func TestDrainIsMakeBeforeBreak(t *testing.T) {
 			}
 		})
 	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(results) }
+	// Commands flow before the drain starts and go on after it ended, so
+	// the whole handover happens under load however fast or slow it is.
+	eventually(t, "commands flowing before the drain", func() bool { return count() >= 5 })
 	lb.SetTarget(strings.TrimPrefix(b.URL(), "http://")) // a leaves the rotation
 	a.stop(t)                                            // drains: returns once the agent left
 	eventually(t, "online on b", func() bool {
 		d, err := b.client.Device(context.Background(), dv.id)
 		return err == nil && d.Presence.State == hubapi.StateOnline && d.Presence.Node == "b"
 	})
+	after := count()
+	eventually(t, "commands flowing after the drain", func() bool { return count() >= after+5 })
 	close(stop)
 	wg.Wait()
 

@@ -421,9 +421,7 @@ func (s *session) end(readErr error) {
 	pending := s.pending
 	s.pending = nil
 	s.mu.Unlock()
-	if sub != nil {
-		_ = sub.Unsubscribe()
-	}
+	releaseRoute(sub)
 	for id, p := range pending {
 		s.respond(p.replies, &relay.Result{ID: id, Error: relay.Errorf(relay.CodeDeviceOffline,
 			"the device disconnected before answering; it may or may not have run the command")})
@@ -492,9 +490,7 @@ func (s *session) handOver() {
 	s.mu.Lock()
 	sub := s.sub
 	s.mu.Unlock()
-	if sub != nil {
-		_ = sub.Unsubscribe()
-	}
+	releaseRoute(sub)
 	s.send(&relay.Drain{AfterMS: 0, Reason: relay.DrainHandedOver})
 	s.log.Info("session handed over to a newer one; the agent closes it once its commands answered")
 }
@@ -504,6 +500,19 @@ func (s *session) handOver() {
 func (s *session) forward(msg *nats.Msg) {
 	if err := s.h.nc.PublishMsg(&nats.Msg{Subject: msg.Subject, Reply: msg.Reply, Header: msg.Header, Data: msg.Data}); err != nil {
 		s.respond([]*nats.Msg{msg}, &relay.Result{Error: relay.Errorf(relay.CodeDeviceOffline, "the device is moving to another hub node; retry")})
+	}
+}
+
+// releaseRoute ends a session's command subscription by draining it: a
+// command the server routed here before it saw the unsubscribe still
+// reaches the dispatcher (which answers or forwards it) instead of being
+// dropped by the client and expiring at its caller.
+func releaseRoute(sub *nats.Subscription) {
+	if sub == nil {
+		return
+	}
+	if err := sub.Drain(); err != nil {
+		_ = sub.Unsubscribe()
 	}
 }
 

@@ -64,14 +64,19 @@ type Agent struct {
 	resume   chan struct{}      // Resume was called
 	sleepReq chan chan struct{} // AnnounceSleep; closed when done
 
-	smu    sync.Mutex
-	status Status
-	fmu    sync.Mutex // serialises status file writes
+	smu          sync.Mutex
+	status       Status
+	fmu          sync.Mutex    // serialises status file writes
+	lazyStatus   atomic.Bool   // statusLoop runs: counters are written by it
+	statusNudge  chan struct{} // a counter changed
+	statusWrites atomic.Int64  // status file writes, for tests
+	maxInFlight  atomic.Int64  // SetMaxInFlight; Config.MaxInFlight at first
 
 	// Dispatcher state, valid during Run.
 	dmu       sync.Mutex
 	calls     map[string]*call
 	inflight  int
+	idle      chan struct{} // closed when inflight drops to 0 (waitIdle)
 	stopping  bool
 	stopBy    time.Time // end of the shutdown grace
 	store     *dedupeStore
@@ -107,7 +112,10 @@ func New(cfg Config) (*Agent, error) {
 		resume:   make(chan struct{}, 1),
 		sleepReq: make(chan chan struct{}),
 		calls:    make(map[string]*call),
+
+		statusNudge: make(chan struct{}, 1),
 	}
+	a.maxInFlight.Store(int64(cfg.MaxInFlight))
 	a.status = Status{
 		State:        StateStopped,
 		Hub:          cfg.HubURL,
@@ -140,16 +148,43 @@ func (a *Agent) Status() Status {
 	return a.status
 }
 
-// setStatus applies f and writes the status file. Writes are serialised and
-// each writes the latest snapshot, so the file never goes back in time.
+// setStatus applies a state change (connected, disconnected, a problem)
+// and writes the status file at once, on the caller's goroutine (the
+// supervisor's or Run's, never a socket reader's).
 func (a *Agent) setStatus(f func(*Status)) {
 	a.smu.Lock()
 	f(&a.status)
 	a.status.UpdatedAt = a.clock.Now()
 	a.smu.Unlock()
+	a.writeStatus()
+}
 
+// setCounts updates counters (in flight, queued events). While Run runs,
+// the file follows at most once per statusEvery, written by the status
+// writer Run owns, so no command waits on a file write; otherwise it is
+// written at once.
+func (a *Agent) setCounts(f func(*Status)) {
+	a.smu.Lock()
+	f(&a.status)
+	a.status.UpdatedAt = a.clock.Now()
+	a.smu.Unlock()
+	if !a.lazyStatus.Load() {
+		a.writeStatus()
+		return
+	}
+	select {
+	case a.statusNudge <- struct{}{}:
+	default: // a write is already due
+	}
+}
+
+// writeStatus writes the latest snapshot. Writes are serialised and each
+// writes the snapshot taken under the lock, so the file never goes back in
+// time.
+func (a *Agent) writeStatus() {
 	a.fmu.Lock()
 	defer a.fmu.Unlock()
+	a.statusWrites.Add(1)
 	snap := a.Status()
 	b, err := jsonMarshalIndent(snap)
 	if err == nil {
@@ -157,6 +192,34 @@ func (a *Agent) setStatus(f func(*Status)) {
 	}
 	if err != nil {
 		a.log.Warn("cannot write status file", "err", err)
+	}
+}
+
+// statusEvery is how often, at most, counter changes reach the status file.
+const statusEvery = time.Second
+
+// statusLoop writes the status file after counter changes, at most once
+// per statusEvery. It wakes only when nudged: an idle agent gains no wakeups.
+// On return, Run's last setStatus writes the final state.
+func (a *Agent) statusLoop(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.statusNudge:
+		}
+		if wait := statusEvery - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		a.writeStatus()
+		last = time.Now()
 	}
 }
 
@@ -192,7 +255,7 @@ func (a *Agent) SendEvent(ctx context.Context, ev relay.Event) error {
 	if err := a.outbox.push(ev); err != nil {
 		return err
 	}
-	a.setStatus(func(s *Status) { s.QueuedEvents = a.outbox.len() })
+	a.setCounts(func(s *Status) { s.QueuedEvents = a.outbox.len() })
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -267,12 +330,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	wctx, stopWatch := context.WithCancel(ctx)
 	wg.Go(func() { a.watchWallClock(wctx) })
+	a.lazyStatus.Store(true)
+	wg.Go(func() { a.statusLoop(wctx) })
 
 	err = a.supervise(ctx)
 
 	stopWatch()
 	a.finishCommands()
 	wg.Wait()
+	a.lazyStatus.Store(false)
 
 	a.setStatus(func(s *Status) {
 		switch {
@@ -331,16 +397,26 @@ func (a *Agent) inFlight() int {
 	return a.inflight
 }
 
-// waitIdle polls (only at shutdown) until no command is in flight or d passed.
+// waitIdle waits until no command is in flight or d passed.
 func (a *Agent) waitIdle(d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for a.inFlight() > 0 {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
+	a.dmu.Lock()
+	if a.inflight == 0 {
+		a.dmu.Unlock()
+		return true
 	}
-	return true
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.dmu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return a.inFlight() == 0
+	}
 }
 
 // endKind says why a session (or a connection attempt) ended.

@@ -34,8 +34,9 @@ type Config struct {
 	Version string
 	// OS is sent in hello (runtime.GOOS if empty).
 	OS string
-	// MaxInFlight bounds concurrently handled commands (default 8); commands
-	// beyond it are answered busy at once.
+	// MaxInFlight bounds concurrently handled commands (default 64, as the
+	// policy's); commands beyond it are answered busy at once. The daemon
+	// sets it from the policy (SetMaxInFlight).
 	MaxInFlight int
 	// MaxFrame bounds a frame in either direction (default relay.DefaultMaxFrame).
 	MaxFrame int
@@ -135,7 +136,7 @@ func (c *Config) setDefaults() {
 		c.OS = runtime.GOOS
 	}
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 8
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = relay.DefaultMaxFrame

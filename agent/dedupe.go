@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +59,31 @@ type dedupeStore struct {
 	max      int
 	maxBytes int64
 	inserts  atomic.Int64
+
+	// Prepared once: the hot statements are not re-parsed per command.
+	stLookup, stStart, stFinish *sql.Stmt
+
+	// Marks of concurrent writes share one transaction (one fsync): ops
+	// go to commitLoop, which runs whatever queued meanwhile together.
+	ops      chan *markOp
+	cmu      sync.RWMutex // closed vs. senders
+	closed   bool
+	loopDone chan struct{}
+	commits  atomic.Int64 // transactions committed, for tests
+	queued   atomic.Int64 // marks handed to the commit loop, for tests
 }
+
+// markOp is one durable mark: a prepared statement and its arguments.
+type markOp struct {
+	st   *sql.Stmt
+	args []any
+	n    int64 // rows affected
+	err  error
+	done chan struct{}
+}
+
+// maxBatch bounds the marks committed in one transaction.
+const maxBatch = 64
 
 // dedupeEntry is what the store knows about a command id.
 type dedupeEntry struct {
@@ -112,23 +137,132 @@ func openDedupe(ctx context.Context, dir string, clock Clock, ttl time.Duration,
 		db.Close()
 		return nil, fmt.Errorf("dedupe store: add args_hash to %s: %w", DedupeFile, err)
 	}
-	s := &dedupeStore{db: db, clock: clock, ttl: ttl, max: max, maxBytes: maxBytes}
+	s := &dedupeStore{db: db, clock: clock, ttl: ttl, max: max, maxBytes: maxBytes,
+		ops: make(chan *markOp, maxBatch), loopDone: make(chan struct{})}
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{
+		{&s.stLookup, `SELECT name, project, args_hash, state, result FROM commands WHERE id = ?`},
+		{&s.stStart, `INSERT INTO commands (id, name, project, args_hash, state, started_at) VALUES (?, ?, ?, ?, 'started', ?)
+		 ON CONFLICT (id) DO NOTHING`},
+		{&s.stFinish, `INSERT INTO commands (id, name, project, args_hash, state, result, started_at, done_at) VALUES (?, ?, ?, ?, 'done', ?, ?, ?)
+		 ON CONFLICT (id) DO UPDATE SET state = 'done', result = excluded.result, done_at = excluded.done_at`},
+	} {
+		if *p.st, err = db.PrepareContext(ctx, p.sql); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("dedupe store: prepare: %w", err)
+		}
+	}
 	if err := s.prune(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
+	go s.commitLoop()
 	return s, nil
 }
 
-func (s *dedupeStore) Close() error { return s.db.Close() }
+// Close ends the commit loop (after the marks queued before it) and closes
+// the database.
+func (s *dedupeStore) Close() error {
+	s.cmu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.ops)
+	}
+	s.cmu.Unlock()
+	<-s.loopDone
+	return s.db.Close()
+}
+
+// mark runs one durable mark in the next group transaction and returns its
+// rows affected once that transaction committed.
+func (s *dedupeStore) mark(ctx context.Context, st *sql.Stmt, args ...any) (int64, error) {
+	op := &markOp{st: st, args: args, done: make(chan struct{})}
+	s.cmu.RLock()
+	if s.closed {
+		s.cmu.RUnlock()
+		return 0, errors.New("dedupe store: closed")
+	}
+	select {
+	case s.ops <- op:
+		s.queued.Add(1)
+	case <-ctx.Done():
+		s.cmu.RUnlock()
+		return 0, ctx.Err()
+	}
+	s.cmu.RUnlock()
+	<-op.done // not abandoned on ctx: the commit loop owns it now
+	return op.n, op.err
+}
+
+// commitLoop commits marks: the first queued op, plus every op that queued
+// while the previous transaction ran, in one transaction and one fsync.
+func (s *dedupeStore) commitLoop() {
+	defer close(s.loopDone)
+	for first := range s.ops {
+		batch := []*markOp{first}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case op, ok := <-s.ops:
+				if !ok {
+					break more
+				}
+				batch = append(batch, op)
+			default:
+				break more
+			}
+		}
+		s.commit(batch)
+		for _, op := range batch {
+			close(op.done)
+		}
+	}
+}
+
+// commit runs a batch in one transaction. If any statement fails, the
+// transaction is rolled back and each op runs alone, so one bad mark does
+// not fail the others.
+func (s *dedupeStore) commit(batch []*markOp) {
+	ctx := context.Background()
+	if len(batch) > 1 {
+		if err := s.commitTx(ctx, batch); err == nil {
+			return
+		}
+	}
+	for _, op := range batch {
+		op.err = s.commitTx(ctx, []*markOp{op})
+	}
+}
+
+func (s *dedupeStore) commitTx(ctx context.Context, batch []*markOp) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, op := range batch {
+		r, err := tx.StmtContext(ctx, op.st).ExecContext(ctx, op.args...)
+		if err == nil {
+			op.n, err = r.RowsAffected()
+		}
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.commits.Add(1)
+	return nil
+}
 
 // lookup returns the entry for id, or nil if the id is unknown.
 func (s *dedupeStore) lookup(ctx context.Context, id string) (*dedupeEntry, error) {
 	var e dedupeEntry
 	var res []byte
-	err := s.db.QueryRowContext(ctx,
-		`SELECT name, project, args_hash, state, result FROM commands WHERE id = ?`, id).
-		Scan(&e.Name, &e.Project, &e.ArgsHash, &e.State, &res)
+	err := s.stLookup.QueryRowContext(ctx, id).Scan(&e.Name, &e.Project, &e.ArgsHash, &e.State, &res)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -148,14 +282,7 @@ func (s *dedupeStore) lookup(ctx context.Context, id string) (*dedupeEntry, erro
 // the id was already recorded (another process sharing the state directory
 // got there first): the caller must then not run the command.
 func (s *dedupeStore) markStarted(ctx context.Context, cmd *relay.Command) (bool, error) {
-	r, err := s.db.ExecContext(ctx,
-		`INSERT INTO commands (id, name, project, args_hash, state, started_at) VALUES (?, ?, ?, ?, 'started', ?)
-		 ON CONFLICT (id) DO NOTHING`,
-		cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), s.clock.Now().UnixMilli())
-	if err != nil {
-		return false, fmt.Errorf("dedupe store: mark %q started: %w", cmd.ID, err)
-	}
-	n, err := r.RowsAffected()
+	n, err := s.mark(ctx, s.stStart, cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), s.clock.Now().UnixMilli())
 	if err != nil {
 		return false, fmt.Errorf("dedupe store: mark %q started: %w", cmd.ID, err)
 	}
@@ -170,10 +297,7 @@ func (s *dedupeStore) finish(ctx context.Context, cmd *relay.Command, res *relay
 		return fmt.Errorf("dedupe store: encode result of %q: %w", cmd.ID, err)
 	}
 	now := s.clock.Now().UnixMilli()
-	if _, err := s.db.ExecContext(ctx,
-		`INSERT INTO commands (id, name, project, args_hash, state, result, started_at, done_at) VALUES (?, ?, ?, ?, 'done', ?, ?, ?)
-		 ON CONFLICT (id) DO UPDATE SET state = 'done', result = excluded.result, done_at = excluded.done_at`,
-		cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), b, now, now); err != nil {
+	if _, err := s.mark(ctx, s.stFinish, cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), b, now, now); err != nil {
 		return fmt.Errorf("dedupe store: store result of %q: %w", cmd.ID, err)
 	}
 	if s.inserts.Add(1)%pruneEvery == 0 {

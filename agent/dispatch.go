@@ -11,6 +11,19 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 )
 
+// DefaultMaxInFlight is the in-flight bound when Config sets none; it is
+// the policy's default too (allowlist.DefaultInFlight).
+const DefaultMaxInFlight = 64
+
+// SetMaxInFlight changes the in-flight bound (the daemon applies the
+// policy's in-flight setting on each load). Commands already running are
+// not affected; n < 1 is ignored.
+func (a *Agent) SetMaxInFlight(n int) {
+	if n >= 1 {
+		a.maxInFlight.Store(int64(n))
+	}
+}
+
 // call is one command id being handled. Duplicate deliveries that arrive
 // meanwhile wait on it and get the same result (singleflight).
 type call struct {
@@ -43,8 +56,8 @@ func (a *Agent) dispatch(s *session, cmd *relay.Command) {
 	switch {
 	case a.stopping:
 		refuse = relay.Errorf(relay.CodeBusy, "the agent is shutting down; retry when the device is back online")
-	case a.inflight >= a.cfg.MaxInFlight:
-		refuse = relay.Errorf(relay.CodeBusy, "the device is already running %d commands, its limit; retry shortly", a.cfg.MaxInFlight)
+	case a.inflight >= int(a.maxInFlight.Load()):
+		refuse = relay.Errorf(relay.CodeBusy, "the device is already running %d commands, its limit (the policy's in-flight); retry shortly", a.inflight)
 	}
 	if refuse != nil {
 		a.dmu.Unlock()
@@ -57,7 +70,7 @@ func (a *Agent) dispatch(s *session, cmd *relay.Command) {
 	n := a.inflight
 	a.cmdWG.Add(1)
 	a.dmu.Unlock()
-	a.setStatus(func(st *Status) { st.InFlight = n })
+	a.setCounts(func(st *Status) { st.InFlight = n })
 	go a.handle(d, c)
 }
 
@@ -94,8 +107,12 @@ func (a *Agent) handle(first delivery, c *call) {
 	a.dmu.Lock()
 	a.inflight--
 	n := a.inflight
+	if n == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
 	a.dmu.Unlock()
-	a.setStatus(func(st *Status) { st.InFlight = n })
+	a.setCounts(func(st *Status) { st.InFlight = n })
 }
 
 // forDuplicate returns the result a duplicate delivery gets: the same one,
@@ -146,18 +163,23 @@ func (a *Agent) execute(c *call) *relay.Result {
 		}
 	}
 
-	// Durably mark the command started before running it, so that a crash
-	// mid-run can never lead to a second run.
-	fresh, err := a.store.markStarted(bg, cmd)
-	if err != nil {
-		a.log.Error("cannot mark command started; refusing it", "id", cmd.ID, "err", err)
-		return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "the device cannot record commands (%v); not run", err))
-	}
-	if !fresh { // another agent process on this state directory got there first
-		if e, err := a.store.lookup(bg, cmd.ID); err == nil && e != nil {
-			return a.redelivered(bg, cmd, e)
+	// A read changes nothing, so running it again is harmless: it needs
+	// no durable marks (concurrent duplicates still share one run, through
+	// calls). A write is durably marked started before it runs, so that a
+	// crash mid-run can never lead to a second run.
+	write := !relay.ReadOnlyCommand(cmd.Name)
+	if write {
+		fresh, err := a.store.markStarted(bg, cmd)
+		if err != nil {
+			a.log.Error("cannot mark command started; refusing it", "id", cmd.ID, "err", err)
+			return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "the device cannot record commands (%v); not run", err))
 		}
-		return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "command %q is already being handled on this device; not run twice", cmd.ID))
+		if !fresh { // another agent process on this state directory got there first
+			if e, err := a.store.lookup(bg, cmd.ID); err == nil && e != nil {
+				return a.redelivered(bg, cmd, e)
+			}
+			return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "command %q is already being handled on this device; not run twice", cmd.ID))
+		}
 	}
 
 	a.dmu.Lock()
@@ -169,8 +191,10 @@ func (a *Agent) execute(c *call) *relay.Result {
 
 	val, herr := runHandler(ctx, h, cmd)
 	res := a.result(ctx, c, val, herr)
-	if err := a.store.finish(bg, cmd, res); err != nil {
-		a.log.Error("cannot store a command result; a redelivery will be told it was interrupted", "id", cmd.ID, "err", err)
+	if write {
+		if err := a.store.finish(bg, cmd, res); err != nil {
+			a.log.Error("cannot store a command result; a redelivery will be told it was interrupted", "id", cmd.ID, "err", err)
+		}
 	}
 	return res
 }

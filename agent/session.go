@@ -248,7 +248,7 @@ func (a *Agent) flushOutbox(s *session) error {
 			if derr := a.outbox.drop(sent); derr != nil {
 				a.log.Warn("sent events stay queued and may be sent again", "err", derr)
 			}
-			a.setStatus(func(st *Status) { st.QueuedEvents = a.outbox.len() })
+			a.setCounts(func(st *Status) { st.QueuedEvents = a.outbox.len() })
 		}
 		if err != nil {
 			return err

@@ -57,9 +57,10 @@ func Parse(data []byte) (*Policy, error) {
 }
 
 type parser struct {
-	pol     *Policy
-	seen    map[string]int // project -> line of its "project" directive
-	version bool
+	pol      *Policy
+	seen     map[string]int // project -> line of its "project" directive
+	version  bool
+	inFlight bool
 
 	// the project being read
 	name      string
@@ -102,6 +103,20 @@ func (ps *parser) line(n int, text string) error {
 		}
 		ps.version = true
 		return nil
+	case "in-flight":
+		if ps.inFlight || ps.cur != nil || len(ps.seen) > 0 {
+			return fail("only once, before the first project")
+		}
+		if len(args) != 1 {
+			return fail("want 'in-flight N', N a whole number from 1 to %d", MaxInFlight)
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 || n > MaxInFlight {
+			return fail("want 'in-flight N', N a whole number from 1 to %d", MaxInFlight)
+		}
+		ps.inFlight = true
+		ps.pol.inFlight = n
+		return nil
 	case "project":
 		if err := ps.endProject(); err != nil {
 			return err
@@ -127,7 +142,7 @@ func (ps *parser) line(n int, text string) error {
 		}
 	default:
 		dir = "" // not a directive, so not a prefix for the message
-		return fail("unknown directive %s (want version, project, enabled, commands, rooms, rate, max)", quote(fields[0]))
+		return fail("unknown directive %s (want version, in-flight, project, enabled, commands, rooms, rate, max)", quote(fields[0]))
 	}
 	pr := ps.cur
 	once := func() error {

@@ -33,6 +33,9 @@
 // Directives:
 //
 //   - version 1: optional, before the first project; only 1 exists.
+//   - in-flight N: optional, before the first project: how many commands the
+//     device handles at once, all projects together (1 to MaxInFlight,
+//     default DefaultInFlight); a command beyond it is answered busy.
 //   - project ID: starts a project's block; the directives below belong to
 //     it until the next project line. A project appears once.
 //   - enabled yes|no: required in every block.
@@ -115,6 +118,25 @@ func (r Rate) String() string {
 // *Policy instead of editing the one it serves from).
 type Policy struct {
 	projects map[string]*project
+	inFlight int // 0: DefaultInFlight
+}
+
+// DefaultInFlight is the device's concurrent-command bound when the policy
+// sets none. Reads are cheap and idempotent, and one busy cloud client (an
+// agent fanning out reads, an MCP client retrying) may well send a few dozen
+// at once: 64 keeps 50 concurrent callers from being told busy, while still
+// bounding what a remote party can make the device hold in memory.
+const DefaultInFlight = 64
+
+// MaxInFlight is the highest in-flight bound a policy may set.
+const MaxInFlight = 1024
+
+// InFlight is the device's concurrent-command bound.
+func (p *Policy) InFlight() int {
+	if p == nil || p.inFlight == 0 {
+		return DefaultInFlight
+	}
+	return p.inFlight
 }
 
 type project struct {
@@ -290,6 +312,9 @@ func (p *Policy) Marshal() []byte {
 	b.WriteString("# roomrelay device policy. Anything not listed here is denied.\n")
 	b.WriteString("# Edit with `roomrelay enable|disable`, or by hand (see `roomrelay policy show`).\n")
 	b.WriteString("version 1\n")
+	if p.inFlight != 0 {
+		fmt.Fprintf(&b, "in-flight %d\n", p.inFlight)
+	}
 	for _, name := range slices.Sorted(maps.Keys(p.projects)) {
 		pr := p.projects[name]
 		fmt.Fprintf(&b, "\nproject %s\n", name)

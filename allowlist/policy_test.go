@@ -148,7 +148,7 @@ func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"Decide", "Disable", "Enable", "Marshal", "Max", "Project", "Projects", "RateOf", "Save", "ServesRoom", "Summary"}
+	want := []string{"Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Project", "Projects", "RateOf", "Save", "ServesRoom", "Summary"}
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}

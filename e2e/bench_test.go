@@ -33,7 +33,6 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 	if err := os.WriteFile(dv.policyPath(), []byte(pol), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	dv.inFlight = 64 // the default 8 answers busy beyond, by design
 	dv.start(b, h.URL())
 	seedRoom(b, dv, "proj-a", "room-1")
 	for i := range 49 {

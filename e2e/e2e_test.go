@@ -125,7 +125,6 @@ func (r *runningHub) URL() string { return r.srv.URL() }
 type device struct {
 	id, token string
 	home      string
-	inFlight  int // agent MaxInFlight; 0 = default
 	d         *daemon.Daemon
 	cancel    context.CancelFunc
 	done      chan error
@@ -172,9 +171,6 @@ func (dv *device) start(t testing.TB, hubURL string) {
 		Agent: func(c *agent.Config) {
 			c.Backoff = agent.Backoff{Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond, ResetAfter: time.Second}
 			c.ShutdownGrace = 500 * time.Millisecond
-			if dv.inFlight > 0 {
-				c.MaxInFlight = dv.inFlight
-			}
 		},
 	})
 	if err != nil {

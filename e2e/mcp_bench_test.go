@@ -37,7 +37,6 @@ func BenchmarkMCPvsHTTP(b *testing.B) {
 	if err := os.WriteFile(dv.policyPath(), []byte(pol), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	dv.inFlight = 64
 	dv.start(b, h.URL())
 	seedRoom(b, dv, "proj-a", "room-1")
 	waitState(b, h, dv.id, hubapi.StateOnline)

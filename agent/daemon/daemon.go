@@ -139,6 +139,8 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Rooms:  d.directory,
 		Guard:  d.guard,
 		Audit:  d.record,
+
+		MaxInFlight: d.policy.Load().InFlight(),
 	}
 	// A damaged store is found now, not by every command: the agent still
 	// connects (the hub shows it online), status names the problem, and
@@ -334,6 +336,9 @@ func (d *Daemon) reloadPolicy() error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	d.policy.Store(p)
+	if d.agent != nil {
+		d.agent.SetMaxInFlight(p.InFlight())
+	}
 	d.policyStamp = stamp
 	d.stats.policyLoads.Add(1)
 	return nil

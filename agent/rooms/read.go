@@ -124,15 +124,42 @@ func roomNotFound(roomID string) error {
 	return relay.RoomNotFound(roomID)
 }
 
+// The read tools' queries, prepared by Open.
+const (
+	sqlReadRoom = `
+		SELECT r.id, r.name, r.project_id,
+		       (SELECT count(*) FROM apps a WHERE a.room_id = r.id),
+		       (SELECT count(*) FROM proposals p WHERE p.room_id = r.id AND p.state = 'pending')
+		FROM rooms r WHERE r.id = ? AND r.project_id = ?`
+	sqlRoomExists = `SELECT 1 FROM rooms WHERE id = ? AND project_id = ?`
+	sqlListApps   = `
+		SELECT seq, instance_id, name, source, launcher_state, position
+		FROM apps WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+	sqlAppStatus = `
+		SELECT a.room_id, a.instance_id, a.name, a.source, a.launcher_state, a.position,
+		       a.review_state, a.reviewed_at, a.build_state, a.build_phase, a.build_checked_at, a.build_summary
+		FROM apps a JOIN rooms r ON r.id = a.room_id
+		WHERE a.instance_id = ? AND a.room_id = ? AND r.project_id = ?`
+)
+
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{{&s.stReadRoom, sqlReadRoom}, {&s.stRoomExists, sqlRoomExists}, {&s.stListApps, sqlListApps}, {&s.stAppStatus, sqlAppStatus}} {
+		var err error
+		if *p.st, err = s.db.PrepareContext(ctx, p.sql); err != nil {
+			return fmt.Errorf("rooms: prepare: %w", err)
+		}
+	}
+	return nil
+}
+
 // ReadRoom returns the Room's identity, its number of apps and of proposals
 // waiting for review.
 func (s *Store) ReadRoom(ctx context.Context, projectID, roomID string) (RoomSummary, error) {
 	var r RoomSummary
-	err := s.db.QueryRowContext(ctx, `
-		SELECT r.id, r.name, r.project_id,
-		       (SELECT count(*) FROM apps a WHERE a.room_id = r.id),
-		       (SELECT count(*) FROM proposals p WHERE p.room_id = r.id AND p.state = 'pending')
-		FROM rooms r WHERE r.id = ? AND r.project_id = ?`, roomID, projectID).
+	err := s.stReadRoom.QueryRowContext(ctx, roomID, projectID).
 		Scan(&r.ID, &r.Name, &r.Project, &r.AppCount, &r.PendingProposals)
 	if errors.Is(err, sql.ErrNoRows) {
 		return RoomSummary{}, roomNotFound(roomID)
@@ -193,16 +220,14 @@ func (s *Store) ListRoomApps(ctx context.Context, projectID, roomID string, limi
 	}
 	defer tx.Rollback()
 	var one int
-	err = tx.QueryRowContext(ctx, `SELECT 1 FROM rooms WHERE id = ? AND project_id = ?`, roomID, projectID).Scan(&one)
+	err = tx.StmtContext(ctx, s.stRoomExists).QueryRowContext(ctx, roomID, projectID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AppPage{}, roomNotFound(roomID)
 	}
 	if err != nil {
 		return AppPage{}, fmt.Errorf("rooms: list apps of %q: %w", roomID, err)
 	}
-	rows, err := tx.QueryContext(ctx, `
-		SELECT seq, instance_id, name, source, launcher_state, position
-		FROM apps WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?`, roomID, after, limit+1)
+	rows, err := tx.StmtContext(ctx, s.stListApps).QueryContext(ctx, roomID, after, limit+1)
 	if err != nil {
 		return AppPage{}, fmt.Errorf("rooms: list apps of %q: %w", roomID, err)
 	}
@@ -235,11 +260,7 @@ func (s *Store) ListRoomApps(ctx context.Context, projectID, roomID string, limi
 func (s *Store) ReadRoomAppStatus(ctx context.Context, projectID, roomID, instanceID string) (AppStatus, error) {
 	var st AppStatus
 	var reviewed, checked sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `
-		SELECT a.room_id, a.instance_id, a.name, a.source, a.launcher_state, a.position,
-		       a.review_state, a.reviewed_at, a.build_state, a.build_phase, a.build_checked_at, a.build_summary
-		FROM apps a JOIN rooms r ON r.id = a.room_id
-		WHERE a.instance_id = ? AND a.room_id = ? AND r.project_id = ?`, instanceID, roomID, projectID).
+	err := s.stAppStatus.QueryRowContext(ctx, instanceID, roomID, projectID).
 		Scan(&st.RoomID, &st.InstanceID, &st.Name, &st.Source, &st.Launcher.State, &st.Launcher.Position,
 			&st.Review.State, &reviewed, &st.Build.State, &st.Build.Phase, &checked, &st.Build.Summary)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -1,0 +1,250 @@
+// Command roundtrip measures one command's round trip through three chains
+// side by side, interleaved in one process, at 1 and 50 concurrent callers:
+//
+//   - full: HTTP → hub → NATS → websocket → the real agent (policy, schema,
+//     dedupe store, audit log, SQLite rooms) → back;
+//   - hub: the same hub and HTTP API, with a trivial raw-protocol agent that
+//     answers every command at once;
+//   - floor: an HTTP handler that sends a NATS request to a subscriber that
+//     forwards it over a websocket to an echo client: the transport chain
+//     with no hub logic at all.
+//
+// It prints medians of -rounds rounds (p50 latency, throughput, errors) and
+// the ratios the performance goals are stated in.
+//
+//	go run ./bench/roundtrip [-rounds 3] [-calls1 300] [-calls50 3000] [-json]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+type chain interface {
+	// call runs one read_room and reports whether it succeeded, and the
+	// wire error code when it did not.
+	call(ctx context.Context) (ok bool, code string)
+	close()
+}
+
+type sample struct {
+	p50, p99   time.Duration
+	perSecond  float64
+	errs, busy int
+}
+
+func main() {
+	rounds := flag.Int("rounds", 3, "interleaved rounds; the medians are reported")
+	calls1 := flag.Int("calls1", 300, "calls per round at 1 caller")
+	calls50 := flag.Int("calls50", 3000, "calls per round at 50 callers")
+	asJSON := flag.Bool("json", false, "print the medians as JSON")
+	verbose := flag.Bool("v", false, "log the hub's and agent's warnings")
+	flag.Parse()
+	if err := run(*rounds, *calls1, *calls50, *asJSON, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "roundtrip:", err)
+		os.Exit(1)
+	}
+}
+
+func run(rounds, calls1, calls50 int, asJSON, verbose bool) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	if verbose {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	dir, err := os.MkdirTemp("", "roomrelay-roundtrip-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Fprintln(os.Stderr, "starting the hub, a real agent and a trivial agent, and the floor chain…")
+	env, err := startHub(ctx, dir, log)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	full, err := env.realAgent(ctx, dir, log)
+	if err != nil {
+		return err
+	}
+	defer full.close()
+	trivial, err := env.trivialAgent(ctx)
+	if err != nil {
+		return err
+	}
+	defer trivial.close()
+	floor, err := startFloor(ctx)
+	if err != nil {
+		return err
+	}
+	defer floor.close()
+
+	chains := []struct {
+		name string
+		c    chain
+	}{{"full", full}, {"hub", trivial}, {"floor", floor}}
+	concs := []int{1, 50}
+	got := map[string]map[int][]sample{}
+	for _, ch := range chains {
+		got[ch.name] = map[int][]sample{}
+		// Warm up: connections, prepared statements, JIT-less caches.
+		measure(ctx, ch.c, 50, 200)
+	}
+	for r := range rounds {
+		for _, conc := range concs {
+			n := calls1
+			if conc > 1 {
+				n = calls50
+			}
+			for _, ch := range chains {
+				s := measure(ctx, ch.c, conc, n)
+				got[ch.name][conc] = append(got[ch.name][conc], s)
+				fmt.Fprintf(os.Stderr, "round %d/%d %-5s %2d callers: p50 %v, %.0f/s, %d errors (%d busy)\n",
+					r+1, rounds, ch.name, conc, s.p50.Round(time.Microsecond), s.perSecond, s.errs, s.busy)
+			}
+		}
+	}
+	med := map[string]map[int]sample{}
+	for _, ch := range chains {
+		med[ch.name] = map[int]sample{}
+		for _, conc := range concs {
+			med[ch.name][conc] = median(got[ch.name][conc])
+		}
+	}
+	if asJSON {
+		return printJSON(med)
+	}
+	printTable(os.Stdout, med, rounds)
+	return nil
+}
+
+// measure runs n calls from conc goroutines.
+func measure(ctx context.Context, c chain, conc, n int) sample {
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var errs, busy atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t := time.Now()
+				ok, code := c.call(ctx)
+				lat[i] = time.Since(t)
+				if !ok {
+					errs.Add(1)
+					if code == string(relay.CodeBusy) {
+						busy.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	slices.Sort(lat)
+	return sample{p50: lat[n/2], p99: lat[n*99/100], perSecond: float64(n-int(errs.Load())) / el.Seconds(), errs: int(errs.Load()), busy: int(busy.Load())}
+}
+
+// median takes each figure's median over the rounds on its own.
+func median(ss []sample) sample {
+	pick := func(f func(sample) float64) float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = f(s)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return sample{
+		p50:       time.Duration(pick(func(s sample) float64 { return float64(s.p50) })),
+		p99:       time.Duration(pick(func(s sample) float64 { return float64(s.p99) })),
+		perSecond: pick(func(s sample) float64 { return s.perSecond }),
+		errs:      int(pick(func(s sample) float64 { return float64(s.errs) })),
+		busy:      int(pick(func(s sample) float64 { return float64(s.busy) })),
+	}
+}
+
+func printTable(w io.Writer, med map[string]map[int]sample, rounds int) {
+	fmt.Fprintf(w, "read_room round trip, medians of %d interleaved rounds\n\n", rounds)
+	fmt.Fprintf(w, "| chain | 1 caller p50 | 1 caller p99 | 50 callers p50 | 50 callers throughput | errors (busy) at 50 |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|\n")
+	for _, name := range []string{"full", "hub", "floor"} {
+		a, b := med[name][1], med[name][50]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f /s | %d (%d) |\n", name, ms(a.p50), ms(a.p99), ms(b.p50), b.perSecond, b.errs, b.busy)
+	}
+	f, h, fl := med["full"], med["hub"], med["floor"]
+	fmt.Fprintf(w, "\nfull / hub: p50 at 1 caller %.2f× (goal ≤ 2×), throughput at 50 callers %.0f%% of the hub's (goal ≥ 50%%)\n",
+		ratio(f[1].p50, h[1].p50), 100*f[50].perSecond/h[50].perSecond)
+	fmt.Fprintf(w, "hub / floor: p50 at 1 caller %.2f×, throughput at 50 callers %.0f%% of the floor's\n",
+		ratio(h[1].p50, fl[1].p50), 100*h[50].perSecond/fl[50].perSecond)
+}
+
+func printJSON(med map[string]map[int]sample) error {
+	type row struct {
+		P50us     int64   `json:"p50_us"`
+		P99us     int64   `json:"p99_us"`
+		PerSecond float64 `json:"per_second"`
+		Errors    int     `json:"errors"`
+		Busy      int     `json:"busy"`
+	}
+	out := map[string]map[string]row{}
+	for name, m := range med {
+		out[name] = map[string]row{}
+		for conc, s := range m {
+			out[name][fmt.Sprint(conc)] = row{s.p50.Microseconds(), s.p99.Microseconds(), s.perSecond, s.errs, s.busy}
+		}
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+// pooled is an HTTP client that keeps enough idle connections for 50
+// callers: http.DefaultClient keeps 2 per host and would measure connection
+// churn instead of the chain.
+func pooled() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute}}
+}
+
+// hubCall sends read_room through the hub's HTTP API.
+func hubCall(ctx context.Context, e *hubEnv, dev string) (bool, string) {
+	res, _, err := e.admin.Command(ctx, dev, hubapi.CommandRequest{ProjectID: project, Name: relay.CmdReadRoom, Args: json.RawMessage(`{"room_id":"room-1"}`)})
+	if err != nil {
+		return false, "transport"
+	}
+	if !res.OK {
+		if res.Error != nil {
+			return false, string(res.Error.Code)
+		}
+		return false, "unknown"
+	}
+	return true, ""
+}
+
+func jsonBody(s string) io.Reader { return strings.NewReader(s) }

@@ -26,7 +26,18 @@ type statusReport struct {
 	DeviceID        string        `json:"device_id,omitempty"`
 	Projects        []string      `json:"projects,omitempty"`
 	CredentialStore string        `json:"credential_store,omitempty"`
-	Agent           *agent.Status `json:"agent,omitempty"`
+	// Agent is the running agent's status; LastRun what an agent that is
+	// no longer running last recorded (its connection facts are history).
+	Agent   *agent.Status `json:"agent,omitempty"`
+	LastRun *lastRun      `json:"last_run,omitempty"`
+}
+
+// lastRun is what a stopped (or killed) agent last wrote.
+type lastRun struct {
+	PID       int       `json:"pid"`
+	State     string    `json:"state"` // as it last recorded it
+	LastError string    `json:"last_error,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func init() {
@@ -82,14 +93,19 @@ func buildStatus(p Paths) (statusReport, int) {
 		r.CredentialStore = "OS keyring"
 	}
 	st, err := agent.ReadStatusFile(p.State)
+	if err == nil && (st.DeviceID != cfg.DeviceID || st.UpdatedAt.Before(cfg.EnrolledAt)) {
+		// Written for an identity enrolled before this one: none of it is
+		// about this enrollment.
+		err = fs.ErrNotExist
+	}
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && !processAlive(st.PID)) || (err == nil && st.State == agent.StateStopped) {
 		r.State = "not_running"
 		r.Problem = "the agent is not running"
 		r.Fix = "start it: `roomrelay run`, or `roomrelay install` to run it as a service"
 		if err == nil {
-			r.Agent = &st
+			r.LastRun = &lastRun{PID: st.PID, State: st.State, LastError: st.LastError, UpdatedAt: st.UpdatedAt}
 			if st.State == agent.StateNeedsEnrollment {
-				r.State, r.Problem = agent.StateNeedsEnrollment, "the hub refused this device's token (revoked or unknown): "+st.LastError
+				r.State, r.Problem = agent.StateNeedsEnrollment, "the hub refused this device's token (revoked or unknown)"
 				r.Fix = "enroll again with a new pairing code: `roomrelay enroll --hub " + cfg.Hub + " --code CODE`"
 				return r, ExitNotEnrolled
 			}
@@ -140,6 +156,12 @@ func printStatus(e *Env, r statusReport) {
 	}
 	if r.Hub != "" {
 		fmt.Fprintf(w, "hub:         %s\ndevice:      %s\nprojects:    %v (enrolled at the hub)\ncredentials: %s\n", r.Hub, r.DeviceID, r.Projects, r.CredentialStore)
+	}
+	if l := r.LastRun; l != nil {
+		fmt.Fprintf(w, "last run:    pid %d, not running; it last recorded %q at %s\n", l.PID, l.State, l.UpdatedAt.Local().Format(time.DateTime))
+		if l.LastError != "" {
+			fmt.Fprintf(w, "last error:  %s\n", l.LastError)
+		}
 	}
 	if a := r.Agent; a != nil {
 		if !a.ConnectedSince.IsZero() && a.State == agent.StateOnline {

@@ -144,6 +144,10 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if code, state := statusOf(); code != 4 || state != "not_running" {
 		t.Fatalf("status after kill -9: %d %s", code, state)
 	}
+	// The dead agent's connection is history, not a fact.
+	if _, out := runCmd(devHome, "status"); strings.Contains(out, "connected:") || !strings.Contains(out, "last run:") {
+		t.Fatalf("status after kill -9 still shows the dead agent's connection:\n%s", out)
+	}
 	agent = start(devHome, "run", "--no-sandbox")
 	eventually(t, "online again", func() bool { c, _ := statusOf(); return c == 0 })
 	if code, out := runCmd(devHome, "audit", "verify"); code != 0 {
@@ -171,6 +175,46 @@ func TestBinaryEndToEnd(t *testing.T) {
 	}
 	if code, state := statusOf(); code != 3 || state != "needs_enrollment" {
 		t.Fatalf("status after revoke: %d %s", code, state)
+	}
+
+	// Enrolling again with the agent stopped: status describes the new
+	// identity, not the revoked one's last run.
+	code, out = runCmd(hubHome, "hub", "pair", "--project", "proj-a", "--hub", hubURL, "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &pc) != nil {
+		t.Fatalf("hub pair: %d %s", code, out)
+	}
+	if code, out := runCmd(devHome, "enroll", "--hub", hubURL, "--code", pc.Code, "--credential-store", "file"); code != 0 {
+		t.Fatalf("enroll after revoke: %d %s", code, out)
+	}
+	if code, out := runCmd(devHome, "status"); code != 4 || strings.Contains(out, "refused") || strings.Contains(out, "last run:") {
+		t.Fatalf("status after enrolling again (agent stopped): %d\n%s", code, out)
+	}
+
+	// Unenroll: the hub revokes the new identity; rooms and audit stay.
+	b, _ = os.ReadFile(filepath.Join(devHome, "config", "config.json"))
+	json.Unmarshal(b, &cfg)
+	if code, out := runCmd(devHome, "unenroll"); code != 0 || !strings.Contains(out, "the hub revoked it") || !strings.Contains(out, "kept:    local rooms") {
+		t.Fatalf("unenroll: %d %s", code, out)
+	}
+	code, out = runCmd(hubHome, "hub", "devices", "--json", "--hub", hubURL)
+	var list struct {
+		Devices []struct {
+			ID      string
+			Revoked bool
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("hub devices after unenroll: %d %s", code, out)
+	}
+	revoked := map[string]bool{}
+	for _, d := range list.Devices {
+		revoked[d.ID] = d.Revoked
+	}
+	if r, ok := revoked[cfg.DeviceID]; !ok || !r {
+		t.Fatalf("device %s after unenroll: listed %v, revoked %v (%s)", cfg.DeviceID, ok, r, out)
+	}
+	if code, out := runCmd(devHome, "audit", "verify"); code != 0 {
+		t.Fatalf("audit verify after unenroll: %d %s", code, out)
 	}
 
 }

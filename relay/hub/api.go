@@ -26,6 +26,15 @@ func (h *Hub) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+relay.ConnectPath, h.handleConnect)
 	mux.HandleFunc("POST /v1/enroll", h.api(h.handleEnroll))
+	// The device's own token: `roomrelay unenroll`.
+	mux.HandleFunc("POST /v1/unenroll", h.api(func(w http.ResponseWriter, r *http.Request) error {
+		d, err := h.Unenroll(r.Context(), bearer(r))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, d)
+		return nil
+	}))
 	mux.HandleFunc("POST /v1/pairing-codes", h.admin(h.handlePair))
 	mux.HandleFunc("GET /v1/devices", h.admin(h.handleDevices))
 	mux.HandleFunc("GET /v1/devices/{id}", h.admin(h.handleDevice))

@@ -295,6 +295,29 @@ func (h *Hub) Revoke(ctx context.Context, id string) (*hubapi.Device, error) {
 	return h.Device(ctx, id)
 }
 
+// Unenroll revokes the device that holds token: `roomrelay unenroll` on
+// the device, which then forgets its identity. Already revoked is success
+// (the device may retry after losing the answer); an unknown token is
+// errBadToken.
+func (h *Hub) Unenroll(ctx context.Context, token string) (*hubapi.Device, error) {
+	if token == "" {
+		return nil, errNoToken
+	}
+	tr, _, err := getJSON[tokenRec](ctx, h.st.tokens, hashSecret("token", token))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errBadToken
+	}
+	if err != nil {
+		return nil, unavailable("check the device token", err)
+	}
+	d, err := h.Revoke(ctx, tr.DeviceID)
+	if err != nil {
+		return nil, err
+	}
+	h.log.Info("device unenrolled itself", "device", tr.DeviceID)
+	return d, nil
+}
+
 // Call is one command for a device.
 type Call struct {
 	ID      string // optional: a retry with the same id joins the first run

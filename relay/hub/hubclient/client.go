@@ -70,6 +70,16 @@ func (c *Client) Enroll(ctx context.Context, code, deviceName, os, existingToken
 	return &out, nil
 }
 
+// Unenroll revokes the device that holds deviceToken, on its own behalf
+// (`roomrelay unenroll`). Already revoked is success.
+func (c *Client) Unenroll(ctx context.Context, deviceToken string) (*hubapi.Device, error) {
+	var out hubapi.Device
+	if err := c.do(ctx, http.MethodPost, "/v1/unenroll", deviceToken, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Devices lists enrolled devices with their presence.
 func (c *Client) Devices(ctx context.Context) ([]hubapi.Device, error) {
 	var out hubapi.DeviceList

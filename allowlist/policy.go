@@ -236,7 +236,7 @@ func (p *Policy) Max(project, bound string) (int, bool) {
 // replaces the project's commands and rooms and keeps its rate and bounds.
 func (p *Policy) Enable(projectID string, commands, rooms []string) error {
 	if !validID(projectID) {
-		return fmt.Errorf("enable: invalid project id %s: %s", quote(projectID), idRule)
+		return fmt.Errorf("invalid project id %s: %s", quote(projectID), idRule)
 	}
 	if len(commands) == 0 {
 		commands = DefaultCommands
@@ -244,7 +244,7 @@ func (p *Policy) Enable(projectID string, commands, rooms []string) error {
 	var cmds []string
 	for _, c := range commands {
 		if !relay.KnownCommand(c) {
-			return fmt.Errorf("enable: unknown command %s (known: %s)", quote(c), strings.Join(relay.CommandNames(), ", "))
+			return fmt.Errorf("unknown command %s (known: %s)", quote(c), strings.Join(relay.CommandNames(), ", "))
 		}
 		if !slices.Contains(cmds, c) {
 			cmds = append(cmds, c)
@@ -253,7 +253,7 @@ func (p *Policy) Enable(projectID string, commands, rooms []string) error {
 	var rs []string
 	for _, r := range rooms {
 		if !validID(r) {
-			return fmt.Errorf("enable: invalid room id %s: %s", quote(r), idRule)
+			return fmt.Errorf("invalid room id %s: %s", quote(r), idRule)
 		}
 		if !slices.Contains(rs, r) {
 			rs = append(rs, r)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,61 @@ func TestRunRefusesWhenNotEnrolled(t *testing.T) {
 	}
 }
 
+// TestEnableVerbs: --allow adds, --deny removes, --only replaces, a plain
+// enable keeps what the project had, and the output names the change.
+func TestEnableVerbs(t *testing.T) {
+	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
+	commands := func() string {
+		t.Helper()
+		code, out, _ := run(t, env, "policy", "show", "--json")
+		var v struct {
+			Projects []struct {
+				Commands []string
+				Rooms    []string
+				Enabled  bool
+			}
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil || len(v.Projects) != 1 {
+			t.Fatalf("policy show: %d %s", code, out)
+		}
+		p := v.Projects[0]
+		return fmt.Sprintf("%v %v rooms=%v", p.Enabled, strings.Join(p.Commands, ","), p.Rooms)
+	}
+	steps := []struct {
+		args      []string
+		want, out string
+	}{
+		{[]string{"enable", "p1", "--allow", "propose_room_snippet_app"}, "true read_room,list_room_apps,read_room_app_status,propose_room_snippet_app rooms=[]", "enabled p1: read_room, list_room_apps, read_room_app_status, propose_room_snippet_app"},
+		{[]string{"enable", "p1", "--rooms", "r1,r2"}, "true read_room,list_room_apps,read_room_app_status,propose_room_snippet_app rooms=[r1 r2]", "changed: commands unchanged"},
+		{[]string{"enable", "p1", "--deny", "list_room_apps,read_room_app_status"}, "true read_room,propose_room_snippet_app rooms=[r1 r2]", "changed: removed list_room_apps, read_room_app_status"},
+		{[]string{"enable", "p1", "--allow", "smoke_run_room_app", "--deny", "read_room"}, "true propose_room_snippet_app,smoke_run_room_app rooms=[r1 r2]", "changed: added smoke_run_room_app; removed read_room"},
+		{[]string{"disable", "p1"}, "false propose_room_snippet_app,smoke_run_room_app rooms=[r1 r2]", "disabled p1"},
+		{[]string{"enable", "p1"}, "true propose_room_snippet_app,smoke_run_room_app rooms=[r1 r2]", "changed: was disabled"},
+		{[]string{"enable", "p1", "--only", "read_room", "--rooms", "*"}, "true read_room rooms=[]", "changed: added read_room; removed propose_room_snippet_app, smoke_run_room_app"},
+	}
+	for _, s := range steps {
+		code, out, errs := run(t, env, s.args...)
+		if code != 0 || !strings.Contains(out, s.out) {
+			t.Fatalf("%v: %d %q %s, want output with %q", s.args, code, out, errs, s.out)
+		}
+		if got := commands(); got != s.want {
+			t.Fatalf("after %v: %s, want %s", s.args, got, s.want)
+		}
+	}
+	for _, bad := range [][]string{
+		{"enable", "p1", "--deny", "read_room"}, // nothing left
+		{"enable", "p1", "--only", "read_room", "--allow", "list_room_apps"},
+		{"enable", "p1", "--deny", "read_rooms"}, // a typo
+	} {
+		if code, _, errs := run(t, env, bad...); code != ExitUsage || strings.Contains(errs, "enable: enable") {
+			t.Errorf("%v: exit %d %s, want a usage error", bad, code, errs)
+		}
+	}
+	if got := commands(); got != "true read_room rooms=[]" {
+		t.Errorf("refused edits changed the policy: %s", got)
+	}
+}
+
 // TestEnablePolicyRoomsAudit walks the owner's local commands on one home.
 func TestEnablePolicyRoomsAudit(t *testing.T) {
 	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
@@ -88,7 +144,7 @@ func TestEnablePolicyRoomsAudit(t *testing.T) {
 	if code, _, errs := run(t, env, "enable", "p1", "--allow", "read_room,read_rooms"); code != ExitUsage || !strings.Contains(errs, "read_rooms") {
 		t.Fatalf("a typo in --allow was accepted: %d %s", code, errs)
 	}
-	if code, out, _ := run(t, env, "enable", "p1", "--allow", "read_room,list_room_apps", "--rooms", "r1"); code != 0 || !strings.Contains(out, "enabled p1") {
+	if code, out, _ := run(t, env, "enable", "p1", "--only", "read_room,list_room_apps", "--rooms", "r1"); code != 0 || !strings.Contains(out, "enabled p1") {
 		t.Fatalf("enable: %d %s", code, out)
 	}
 	code, out, _ = run(t, env, "policy", "show", "--json")

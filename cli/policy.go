@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
@@ -42,18 +43,23 @@ func splitList(s string) []string {
 func init() {
 	register(&Command{
 		Name:     "enable",
-		Synopsis: "PROJECT [--allow CMD,...] [--rooms ID,...]",
+		Synopsis: "PROJECT [--allow CMD,...] [--deny CMD,...] [--only CMD,...] [--rooms ID,...|*]",
 		Summary:  "serve a project on this device, with the commands you allow",
-		Help: `Writes the local policy file. Without --allow only the three read tools are
-allowed (read_room, list_room_apps, read_room_app_status); proposals need
---allow propose_room_snippet_app,... explicitly. Without --rooms every room of
-the project is visible; with it, other rooms answer not_found. A running agent
+		Help: `Writes the local policy file and prints the project's resulting commands and
+what changed. A project enabled for the first time gets the three read tools
+(read_room, list_room_apps, read_room_app_status); enabling it again keeps
+what it had. --allow adds commands, --deny removes them, --only replaces the
+list; proposals need --allow propose_room_snippet_app,... explicitly.
+--rooms replaces the rooms the project's commands may touch (default, and
+with --rooms '*': every room; other rooms answer not_found). A running agent
 picks the change up within a second, without restart, and tells the hub.
 Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			load := policyFlags(fs, e)
-			allow := fs.String("allow", "", "comma-separated `commands` to allow (default: the read tools)")
-			roomList := fs.String("rooms", "", "comma-separated room `ids` to expose (default: all)")
+			allow := fs.String("allow", "", "comma-separated `commands` to add")
+			deny := fs.String("deny", "", "comma-separated `commands` to remove")
+			only := fs.String("only", "", "comma-separated `commands`: the whole list, replacing it")
+			roomList := fs.String("rooms", "", "comma-separated room `ids` to expose, or * for all (default: unchanged; all for a new project)")
 			return func(ctx context.Context, args []string) error {
 				args, err := interleavedFlags(fs, args)
 				if err != nil {
@@ -62,11 +68,20 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 				if len(args) != 1 {
 					return usagef("want one project id")
 				}
+				if *only != "" && (*allow != "" || *deny != "") {
+					return usagef("--only replaces the list: give it alone, without --allow or --deny")
+				}
 				p, pol, err := load()
 				if err != nil {
 					return err
 				}
-				if err := pol.Enable(args[0], splitList(*allow), splitList(*roomList)); err != nil {
+				project := args[0]
+				before, existed := pol.Project(project)
+				cmds, rooms, err := enableLists(before, existed, splitList(*allow), splitList(*deny), splitList(*only), *roomList)
+				if err != nil {
+					return err
+				}
+				if err := pol.Enable(project, cmds, rooms); err != nil {
 					return exitErr(ExitUsage, err)
 				}
 				if err := p.MkdirAll(); err != nil {
@@ -75,14 +90,31 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 				if err := pol.Save(policyPath(p)); err != nil {
 					return err
 				}
-				info, _ := pol.Project(args[0])
-				rooms := "all rooms"
+				info, _ := pol.Project(project)
+				roomsText := "all rooms"
 				if len(info.Rooms) > 0 {
-					rooms = "rooms " + strings.Join(info.Rooms, ", ")
+					roomsText = "rooms " + strings.Join(info.Rooms, ", ")
 				}
-				fmt.Fprintf(e.Stdout, "enabled %s: %s; %s; rate %s\n", args[0], strings.Join(info.Commands, ", "), rooms, info.Rate)
-				if cfg, err := loadDeviceConfig(p); err == nil && !containsStr(cfg.Projects, args[0]) {
-					fmt.Fprintf(e.Stderr, "note: the hub has not enrolled this device for %s yet; it is served once both hold (`roomrelay enroll` with a code for %s)\n", args[0], args[0])
+				fmt.Fprintf(e.Stdout, "enabled %s: %s; %s; rate %s\n", project, strings.Join(info.Commands, ", "), roomsText, info.Rate)
+				if existed {
+					added, removed := diffLists(before.Commands, info.Commands)
+					var ch []string
+					if len(added) > 0 {
+						ch = append(ch, "added "+strings.Join(added, ", "))
+					}
+					if len(removed) > 0 {
+						ch = append(ch, "removed "+strings.Join(removed, ", "))
+					}
+					if !before.Enabled {
+						ch = append([]string{"was disabled"}, ch...)
+					}
+					if len(ch) == 0 {
+						ch = []string{"commands unchanged"}
+					}
+					fmt.Fprintf(e.Stdout, "changed: %s\n", strings.Join(ch, "; "))
+				}
+				if cfg, err := loadDeviceConfig(p); err == nil && !containsStr(cfg.Projects, project) {
+					fmt.Fprintf(e.Stderr, "note: the hub has not enrolled this device for %s yet; it is served once both hold (`roomrelay enroll` with a code for %s)\n", project, project)
 				}
 				return nil
 			}
@@ -142,6 +174,57 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 			}
 		},
 	})
+}
+
+// enableLists works out a project's commands and rooms from enable's
+// flags: the current lists (or the defaults for a new project), plus
+// --allow, minus --deny, or --only instead; rooms unchanged unless --rooms.
+func enableLists(cur allowlist.ProjectInfo, existed bool, allow, deny, only []string, roomFlag string) ([]string, []string, error) {
+	for _, c := range slices.Concat(allow, deny, only) {
+		if !relay.KnownCommand(c) {
+			return nil, nil, exitErr(ExitUsage, fmt.Errorf("unknown command %q (known: %s)", c, strings.Join(relay.CommandNames(), ", ")))
+		}
+	}
+	cmds := slices.Clone(allowlist.DefaultCommands)
+	rooms := []string(nil)
+	if existed {
+		cmds, rooms = slices.Clone(cur.Commands), slices.Clone(cur.Rooms)
+	}
+	if len(only) > 0 {
+		cmds = slices.Clone(only)
+	}
+	for _, c := range allow {
+		if !slices.Contains(cmds, c) {
+			cmds = append(cmds, c)
+		}
+	}
+	cmds = slices.DeleteFunc(cmds, func(c string) bool { return slices.Contains(deny, c) })
+	if len(cmds) == 0 {
+		return nil, nil, usagef("that leaves no command allowed; to stop serving the project, run `roomrelay disable PROJECT`")
+	}
+	switch roomFlag {
+	case "":
+	case "*":
+		rooms = nil
+	default:
+		rooms = splitList(roomFlag)
+	}
+	return cmds, rooms, nil
+}
+
+// diffLists returns what is in b and not a, and in a and not b.
+func diffLists(a, b []string) (added, removed []string) {
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			added = append(added, x)
+		}
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			removed = append(removed, x)
+		}
+	}
+	return added, removed
 }
 
 func containsStr(list []string, s string) bool {

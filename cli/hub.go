@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -117,29 +119,46 @@ func init() {
 
 	register(&Command{
 		Name:     "hub call",
-		Synopsis: "DEVICE COMMAND --project P [--args JSON] [--timeout 30s]",
+		Synopsis: "DEVICE COMMAND --project P [--args JSON|@FILE|-] [--timeout 30s] | --schema COMMAND",
 		Summary:  "send one command to a device through the hub and print its result",
 		Help: `Prints the result JSON as the device returned it. Exits 0 when the command
-succeeded and 1 when it failed (the error code is in the JSON).`,
+succeeded and 1 when it failed (the error code is in the JSON).
+
+--args takes the arguments as a JSON object, @FILE to read them from a file,
+or - to read them from stdin. Each command's arguments follow its JSON
+Schema: 'roomrelay hub call --schema COMMAND' prints it. A snippet proposal's
+arguments are easiest built with 'roomrelay snippet args DIR'.
+
+Commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			c := adminClientFlags(fs, e)
 			project := fs.String("project", "", "project `id` (required)")
-			argsJSON := fs.String("args", "{}", "command arguments as a JSON `object`")
+			argsJSON := fs.String("args", "{}", "command arguments: a JSON `object`, @FILE, or - for stdin")
 			timeout := fs.Duration("timeout", hubapi.DefaultCommandTimeout, "how long the device may take")
 			id := fs.String("id", "", "command `id` (default: the hub makes one); resending an id returns the stored result")
+			schema := fs.String("schema", "", "print the JSON Schema of `COMMAND`'s arguments and exit")
 			return func(ctx context.Context, args []string) error {
+				if *schema != "" {
+					b, ok := relay.SchemaJSON(*schema)
+					if !ok {
+						return usagef("no command %q (commands: %s)", *schema, strings.Join(relay.CommandNames(), ", "))
+					}
+					_, err := e.Stdout.Write(b)
+					return err
+				}
 				if len(args) != 2 || *project == "" {
 					return usagef("want DEVICE COMMAND and --project")
 				}
-				if !json.Valid([]byte(*argsJSON)) {
-					return usagef("--args is not valid JSON")
+				raw, err := readArgs(e, *argsJSON)
+				if err != nil {
+					return err
 				}
 				cl, err := c()
 				if err != nil {
 					return err
 				}
 				res, _, err := cl.Command(ctx, args[0], hubapi.CommandRequest{ID: *id, ProjectID: *project, Name: args[1],
-					Args: json.RawMessage(*argsJSON), TimeoutMS: timeout.Milliseconds()})
+					Args: raw, TimeoutMS: timeout.Milliseconds()})
 				if err != nil {
 					return hubCallErr(err)
 				}
@@ -155,6 +174,45 @@ succeeded and 1 when it failed (the error code is in the JSON).`,
 			}
 		},
 	})
+}
+
+// maxArgsBytes bounds --args read from a file or stdin (the hub refuses
+// larger frames anyway).
+const maxArgsBytes = 4 << 20
+
+// readArgs resolves --args: inline JSON, @FILE or - (stdin); it must be a
+// JSON object.
+func readArgs(e *Env, v string) (json.RawMessage, error) {
+	var b []byte
+	switch {
+	case v == "-":
+		if e.Stdin == nil {
+			return nil, usagef("--args -: no stdin")
+		}
+		var err error
+		if b, err = io.ReadAll(io.LimitReader(e.Stdin, maxArgsBytes+1)); err != nil {
+			return nil, fmt.Errorf("read --args from stdin: %w", err)
+		}
+	case strings.HasPrefix(v, "@"):
+		f, err := os.Open(v[1:])
+		if err != nil {
+			return nil, exitErr(ExitUsage, fmt.Errorf("--args %s: %w", v, err))
+		}
+		defer f.Close()
+		if b, err = io.ReadAll(io.LimitReader(f, maxArgsBytes+1)); err != nil {
+			return nil, fmt.Errorf("read --args %s: %w", v, err)
+		}
+	default:
+		b = []byte(v)
+	}
+	if len(b) > maxArgsBytes {
+		return nil, usagef("--args is over %d bytes", maxArgsBytes)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, usagef("--args is not a JSON object: %v", err)
+	}
+	return json.RawMessage(b), nil
 }
 
 func printDevices(e *Env, devs []hubapi.Device) {

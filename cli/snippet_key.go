@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 
@@ -9,6 +10,47 @@ import (
 )
 
 func init() {
+	register(&Command{
+		Name:     "snippet args",
+		Synopsis: "--room R --name N DIR | FILE...",
+		Summary:  "print the arguments of propose_room_snippet_app for a snippet directory, key included",
+		Help: `Prints {room_id, name, files, idempotency_key} as propose_room_snippet_app
+takes them, checked against its schema and the snippet path rules, with the
+content-derived key of 'roomrelay snippet key'. Pipe it to the hub:
+
+  roomrelay snippet args DIR --room R --name N |
+    roomrelay hub call DEVICE propose_room_snippet_app --project P --args -`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			room := fs.String("room", "", "the Room `id` to propose the snippet to")
+			name := fs.String("name", "", "the app `name` to propose")
+			return func(ctx context.Context, args []string) error {
+				args, err := interleavedFlags(fs, args)
+				if err != nil {
+					return err
+				}
+				if *room == "" || *name == "" {
+					return usagef("--room and --name are required")
+				}
+				if len(args) == 0 {
+					return usagef("give the snippet's directory or its files under src/")
+				}
+				files, err := readSnippetArgs(args)
+				if err != nil {
+					return err
+				}
+				out := relay.ProposeSnippetArgs{RoomID: *room, Name: *name, Files: files, IdempotencyKey: relay.SnippetKey(*room, *name, files)}
+				raw, err := json.Marshal(out)
+				if err != nil {
+					return err
+				}
+				if err := relay.ValidateArgs(relay.CmdProposeRoomSnippetApp, raw); err != nil {
+					return exitErr(ExitUsage, fmt.Errorf("the hub would refuse these arguments: %w", err))
+				}
+				_, err = fmt.Fprintf(e.Stdout, "%s\n", raw)
+				return err
+			}
+		},
+	})
 	register(&Command{
 		Name:     "snippet key",
 		Synopsis: "--room R --name N [--json] DIR | FILE...",

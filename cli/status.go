@@ -19,13 +19,13 @@ import (
 
 // statusReport is `roomrelay status --json`.
 type statusReport struct {
-	State           string        `json:"state"` // agent state, or not_enrolled / not_running
-	Problem         string        `json:"problem,omitempty"`
-	Fix             string        `json:"fix,omitempty"`
-	Hub             string        `json:"hub,omitempty"`
-	DeviceID        string        `json:"device_id,omitempty"`
-	Projects        []string      `json:"projects,omitempty"`
-	CredentialStore string        `json:"credential_store,omitempty"`
+	State           string   `json:"state"` // agent state, or not_enrolled / not_running
+	Problem         string   `json:"problem,omitempty"`
+	Fix             string   `json:"fix,omitempty"`
+	Hub             string   `json:"hub,omitempty"`
+	DeviceID        string   `json:"device_id,omitempty"`
+	Projects        []string `json:"projects,omitempty"`
+	CredentialStore string   `json:"credential_store,omitempty"`
 	// Agent is the running agent's status; LastRun what an agent that is
 	// no longer running last recorded (its connection facts are history).
 	Agent   *agent.Status `json:"agent,omitempty"`

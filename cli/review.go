@@ -162,7 +162,7 @@ their sizes and the hash, and approves that hash.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.Stdout, "approved %s: %q is in the launcher of room %s/%s as app %s (hash %s).\n",
+				fmt.Fprintf(e.Stdout, "approved %s: %q is in the launcher of room %s/%s, instance_id %s (hash %s).\n",
 					ap.ID, ap.Name, ap.Project, ap.RoomID, ap.InstanceID, ap.ContentHash)
 				fmt.Fprintln(e.Stdout, "The running agent tells the hub within its tick.")
 				return nil

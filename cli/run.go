@@ -137,7 +137,11 @@ func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, caFile st
 				return nil, nil, fmt.Errorf("sandbox: %w", err)
 			}
 			dc.Sandbox = pool
-			dc.EnsureRuntime = func(ctx context.Context) error { return sandbox.EnsureRuntime(ctx, scfg, nil) }
+			// A fetch is never silent: the log says what was downloaded,
+			// from where, and how big it was.
+			dc.EnsureRuntime = func(ctx context.Context) error {
+				return sandbox.EnsureRuntime(ctx, scfg, func(s string) { e.Logger.Info("sandbox runtime: " + s) })
+			}
 		}
 	}
 	d, err := daemon.Open(ctx, dc)

@@ -32,6 +32,12 @@ func addRuntimeFlags(fs *flag.FlagSet, e *Env) runtimeFlags {
 
 func (r runtimeFlags) config(e *Env) (sandbox.Config, error) {
 	cfg := sandbox.Config{RuntimeDir: *r.runtimeDir, CacheDir: *r.cacheDir, Registry: *r.registry, Logger: e.Logger}
+	if cfg.RuntimeDir == "" && e.Executable != "" {
+		// The installed package's copy (PREFIX/share/roomrelay/jsruntime
+		// beside PREFIX/bin/roomrelay), so a packaged binary neither
+		// downloads React nor needs the network for `snippet check`.
+		cfg.RuntimeDir = packagedRuntimeDir(e.Executable)
+	}
 	if cfg.CacheDir == "" {
 		d, err := sandbox.DefaultCacheDir()
 		if err != nil {

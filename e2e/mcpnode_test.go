@@ -136,7 +136,7 @@ func runNodeScript(t *testing.T, dir string, env []string, name string, args ...
 	return out.String(), errb.String(), err
 }
 
-var approvedInstance = regexp.MustCompile(` as app (\S+) \(hash `)
+var approvedInstance = regexp.MustCompile(`, instance_id (\S+) \(hash `)
 
 // ownerApprove approves proposal id as the owner does on the laptop, with
 // the real CLI (`roomrelay review approve ID --home HOME`) in process. The

@@ -299,7 +299,7 @@ func (h *Handler) decide(approve bool) func(w http.ResponseWriter, r *http.Reque
 			return
 		}
 		if approve {
-			h.log.Info("review: approved on the review page", "proposal", id, "instance", p.InstanceID)
+			h.log.Info("review: approved on the review page", "proposal", id, "instance_id", p.InstanceID)
 			h.render(w, http.StatusOK, "message.html", messagePage{Title: "Approved",
 				Message: fmt.Sprintf("%q is now in the Room app launcher of room %s (app %s). The agent tells the hub within a second or so.", p.Name, p.RoomID, p.InstanceID),
 				Link:    "/", LinkText: "Pending proposals"})

@@ -363,7 +363,7 @@ func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Pr
 	if err != nil {
 		return Proposal{}, err
 	}
-	s.log.InfoContext(ctx, "rooms: proposal approved", "proposal", id, "instance", p.InstanceID)
+	s.log.InfoContext(ctx, "rooms: proposal approved", "proposal", id, "instance_id", p.InstanceID)
 	return p, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -58,6 +59,7 @@ type Command struct {
 	Summary  string // one line for the command list
 	Help     string // paragraphs for --help, optional
 	Hidden   bool   // left out of the command list (internal worker entry points)
+	Daemon   bool   // long-running (run, hub): logs at info by default, others at warn
 	Setup    func(fs *flag.FlagSet, e *Env) Runner
 }
 
@@ -103,6 +105,7 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	if e.Stdin == nil {
 		e.Stdin = strings.NewReader("")
 	}
+	args = normalizeArgs(args)
 	cmd, rest := lookup(args)
 	if cmd == nil {
 		if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
@@ -116,7 +119,13 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	}
 	fs := flag.NewFlagSet("roomrelay "+cmd.Name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	logLevel := fs.String("log-level", envOr(e.Getenv, "ROOMRELAY_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	// Long-running commands log their work; the others print what they did
+	// for a person, with only warnings and errors logged beside it.
+	defLevel := "warn"
+	if cmd.Daemon {
+		defLevel = "info"
+	}
+	logLevel := fs.String("log-level", envOr(e.Getenv, "ROOMRELAY_LOG_LEVEL", defLevel), "log level: debug, info, warn, error")
 	run := cmd.Setup(fs, e)
 	positional, err := parseInterleaved(fs, rest)
 	if err != nil {
@@ -138,6 +147,27 @@ func Main(ctx context.Context, args []string, e *Env) int {
 		e.Logger = slog.New(slog.NewTextHandler(e.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	return report(e, cmd, fs, run(ctx, positional))
+}
+
+// normalizeArgs accepts the spellings people type: --version, help CMD
+// (CMD --help), and service start|stop|restart|install|uninstall for the
+// service verbs registered without the word "service".
+func normalizeArgs(args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	switch {
+	case args[0] == "--version" || args[0] == "-version" || args[0] == "-V":
+		return append([]string{"version"}, args[1:]...)
+	case args[0] == "help" && len(args) > 1:
+		return append(slices.Clone(args[1:]), "--help")
+	case args[0] == "service" && len(args) > 1:
+		switch args[1] {
+		case "start", "stop", "restart", "install", "uninstall":
+			return args[1:]
+		}
+	}
+	return args
 }
 
 // parseInterleaved parses flags that come after positional arguments too

@@ -210,3 +210,29 @@ func TestBuildFlavor(t *testing.T) {
 		}
 	}
 }
+
+// TestSpellingsPeopleType: --version, help CMD and `service start` work,
+// and a one-shot command does not interleave info logs with its output.
+func TestSpellingsPeopleType(t *testing.T) {
+	if code, out, _ := run(t, nil, "--version"); code != ExitOK || !strings.Contains(out, "protocol roomrelay.v1") {
+		t.Errorf("--version: %d %q", code, out)
+	}
+	if code, out, _ := run(t, nil, "help", "status"); code != ExitOK || !strings.HasPrefix(out, "Usage: roomrelay status") {
+		t.Errorf("help status: %d %q", code, out)
+	}
+	if code, out, _ := run(t, nil, "help", "hub", "call"); code != ExitOK || !strings.HasPrefix(out, "Usage: roomrelay hub call") {
+		t.Errorf("help hub call: %d %q", code, out)
+	}
+	if code, out, _ := run(t, nil, "service", "start", "--help"); code != ExitOK || !strings.HasPrefix(out, "Usage: roomrelay start") {
+		t.Errorf("service start --help: %d %q", code, out)
+	}
+	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
+	code, out, errs := run(t, env, "rooms", "list")
+	if code != ExitOK || strings.Contains(errs, "level=INFO") || strings.Contains(out, "level=") {
+		t.Errorf("rooms list on a fresh home logged at info: %d %q %q", code, out, errs)
+	}
+	env = map[string]string{"ROOMRELAY_HOME": t.TempDir(), "ROOMRELAY_LOG_LEVEL": "info"}
+	if _, _, errs := run(t, env, "rooms", "list"); !strings.Contains(errs, "level=INFO") {
+		t.Errorf("ROOMRELAY_LOG_LEVEL=info did not show info logs: %q", errs)
+	}
+}

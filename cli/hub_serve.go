@@ -26,6 +26,7 @@ import (
 func init() {
 	register(&Command{
 		Name:     "hub",
+		Daemon:   true,
 		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL] [--tls-cert FILE --tls-key FILE] [--trusted-proxy CIDR]...",
 		Summary:  "run the cloud hub: the agents' websocket endpoint, the HTTP API and the MCP endpoint",
 		Help: `The hub stores enrollments and routes commands through NATS: an embedded

@@ -26,6 +26,15 @@ import (
 // reviewing where nothing was ever proposed is a mistake worth naming. The
 // agent may hold the store open at the same time (SQLite WAL serialises
 // writers) and tells the hub of each decision.
+// noStoreError: the device has no local Room store yet, so nothing was
+// ever proposed here. `review list` says so and succeeds, like `rooms list`;
+// the commands naming a proposal fail with it.
+type noStoreError struct{ path string }
+
+func (e *noStoreError) Error() string {
+	return fmt.Sprintf("no local Room store at %s: nothing was proposed on this device yet (is --home right?)", e.path)
+}
+
 func reviewStoreFlags(flags *flag.FlagSet, e *Env) func(context.Context) (*rooms.Store, error) {
 	paths := pathFlags(flags, e)
 	return func(ctx context.Context) (*rooms.Store, error) {
@@ -35,7 +44,7 @@ func reviewStoreFlags(flags *flag.FlagSet, e *Env) func(context.Context) (*rooms
 		}
 		path := filepath.Join(p.Data, daemon.RoomsDB)
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no local Room store at %s: nothing was proposed on this device yet (is --home right?)", path)
+			return nil, &noStoreError{path: path}
 		}
 		return rooms.Open(ctx, path, e.Logger)
 	}
@@ -91,6 +100,10 @@ func init() {
 					return usagef("unexpected argument %q", args[0])
 				}
 				s, err := open(ctx)
+				var ns *noStoreError
+				if errors.As(err, &ns) {
+					return reviewList(ctx, e, nil, *all, *asJSON)
+				}
 				if err != nil {
 					return err
 				}
@@ -206,9 +219,12 @@ func reviewList(ctx context.Context, e *Env, s *rooms.Store, all, asJSON bool) e
 	if all {
 		f.State = ""
 	}
-	ps, err := s.ListProposals(ctx, f)
-	if err != nil {
-		return err
+	var ps []rooms.Proposal
+	if s != nil { // nil: no store yet, so no proposals
+		var err error
+		if ps, err = s.ListProposals(ctx, f); err != nil {
+			return err
+		}
 	}
 	if asJSON {
 		if ps == nil {

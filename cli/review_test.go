@@ -132,9 +132,18 @@ func TestReviewCommands(t *testing.T) {
 	if code != ExitUsage {
 		t.Errorf("show without an id: %d", code)
 	}
-	code, _, errs = run(t, map[string]string{"ROOMRELAY_HOME": t.TempDir()}, "review", "list")
+	// A fresh device: list has nothing to show (exit 0, like rooms list);
+	// naming a proposal there is an error that says why.
+	fresh := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
+	if code, out, errs := run(t, fresh, "review", "list"); code != ExitOK || !strings.Contains(out, "No proposals wait for review.") {
+		t.Errorf("list on a fresh device: %d %q %s", code, out, errs)
+	}
+	if code, out, _ := run(t, fresh, "review", "list", "--json"); code != ExitOK || strings.TrimSpace(out) != "[]" {
+		t.Errorf("list --json on a fresh device: %d %q", code, out)
+	}
+	code, _, errs = run(t, fresh, "review", "show", "prop-1")
 	if code != ExitFailure || !strings.Contains(errs, "no local Room store") {
-		t.Errorf("no store: %d %s", code, errs)
+		t.Errorf("show on a fresh device: %d %s", code, errs)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 func init() {
 	register(&Command{
 		Name:     "run",
+		Daemon:   true,
 		Synopsis: "[--home DIR] [--no-sandbox] [--ca-file FILE]",
 		Summary:  "run the device agent in the foreground (what the service runs)",
 		Help: `Connects to the hub this device is enrolled with and serves the projects the

@@ -66,7 +66,6 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -291,11 +290,10 @@ func sortCommands(cmds []string) []string {
 	return cmds
 }
 
-const idRule = "1–128 characters from A–Z a–z 0–9 . _ : @ -, starting with a letter or digit"
+const idRule = relay.IDRule
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
-func validID(s string) bool { return idRE.MatchString(s) }
+func validID(s string) bool { return relay.ValidID(s) }
 
 // quote shows a value from the file or a caller safely in a message.
 func quote(s string) string {

@@ -10,16 +10,20 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/roomrelay/roomrelay/agent/review"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/roomrelay/roomrelay/agent/review"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
 
 // Exit codes, documented in the README.
@@ -195,18 +199,57 @@ func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
 	if errors.As(err, &se) {
 		return se.code
 	}
+	code := ExitFailure
 	var ue *UsageError
-	if errors.As(err, &ue) {
+	var ee *ExitError
+	switch {
+	case errors.As(err, &ue):
+		code = ExitUsage
+	case errors.As(err, &ee):
+		code = ee.Code
+	}
+	if f := fs.Lookup("json"); f != nil && f.Value.String() == "true" {
+		// A script reading stdout gets an object there too, not silence.
+		_ = json.NewEncoder(e.Stdout).Encode(jsonError(err, code))
+	}
+	if ue != nil {
 		fmt.Fprintf(e.Stderr, "roomrelay %s: %s\n\n", cmd.Name, ue.Msg)
 		printHelp(e.Stderr, cmd, fs)
-		return ExitUsage
+		return code
 	}
 	fmt.Fprintf(e.Stderr, "roomrelay %s: %v\n", cmd.Name, err)
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
+	return code
+}
+
+// jsonFailure is what a command run with --json prints on stdout when it
+// fails: {"error": {"code": ..., "message": ..., "exit_code": N}}.
+type jsonFailure struct {
+	Error struct {
+		Code     string `json:"code"`
+		Message  string `json:"message"`
+		ExitCode int    `json:"exit_code"`
+	} `json:"error"`
+}
+
+// jsonError names a failure: the hub's or the device's error code when
+// there is one, else what the exit code means.
+func jsonError(err error, exit int) jsonFailure {
+	var f jsonFailure
+	f.Error.Message, f.Error.ExitCode = err.Error(), exit
+	var ae *hubclient.APIError
+	var re *relay.Error
+	switch {
+	case errors.As(err, &ae):
+		f.Error.Code = ae.Code
+	case errors.As(err, &re):
+		f.Error.Code = string(re.Code)
+	default:
+		f.Error.Code = map[int]string{ExitUsage: "usage", ExitNotEnrolled: "not_enrolled", ExitUnavailable: "unavailable"}[exit]
+		if f.Error.Code == "" {
+			f.Error.Code = "failed"
+		}
 	}
-	return ExitFailure
+	return f
 }
 
 // lookup finds the longest registered command name that the leading words of

@@ -236,3 +236,25 @@ func TestSpellingsPeopleType(t *testing.T) {
 		t.Errorf("ROOMRELAY_LOG_LEVEL=info did not show info logs: %q", errs)
 	}
 }
+
+// TestJSONFailureIsAnObject: with --json, a failure prints
+// {"error":{"code","message","exit_code"}} on stdout (and the human line
+// on stderr), so a script never reads silence.
+func TestJSONFailureIsAnObject(t *testing.T) {
+	home := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		code int
+		name string
+	}{
+		{[]string{"enroll", "--hub", "http://127.0.0.1:1", "--code", "ABCD-1234", "--credential-store", "file", "--json"}, ExitUnavailable, "unavailable"},
+		{[]string{"enroll", "--code", "ABCD-1234", "--json"}, ExitUsage, "usage"},
+		{[]string{"rooms", "show", "nope", "--json"}, ExitFailure, "not_found"},
+	} {
+		code, out, errs := run(t, map[string]string{"ROOMRELAY_HOME": home}, c.args...)
+		var f jsonFailure
+		if err := json.Unmarshal([]byte(out), &f); err != nil || code != c.code || f.Error.Code != c.name || f.Error.ExitCode != c.code || f.Error.Message == "" {
+			t.Errorf("%v: exit %d, stdout %q (%v), stderr %q; want exit %d and error code %s", c.args, code, out, err, errs, c.code, c.name)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // roomsFlags adds --home and returns an opener for the device's local Room
@@ -141,7 +142,7 @@ func init() {
 					}
 				}
 				if room == nil {
-					return exitErr(ExitFailure, fmt.Errorf("no local room %q (see `roomrelay rooms list`)", args[0]))
+					return exitErr(ExitFailure, relay.Errorf(relay.CodeNotFound, "no local room %q (see `roomrelay rooms list`)", args[0]))
 				}
 				var apps []rooms.AppItem
 				for cursor := ""; ; {

@@ -40,8 +40,8 @@ func (s *Store) CreateProject(ctx context.Context, id, name string) (Project, er
 		return Project{}, err
 	}
 	defer unlock()
-	if id == "" {
-		return Project{}, fmt.Errorf("rooms: create project: empty id")
+	if !relay.ValidID(id) {
+		return Project{}, relay.Errorf(relay.CodeInvalidArgs, "invalid project id %q: %s", id, relay.IDRule)
 	}
 	if name == "" {
 		name = id
@@ -99,6 +99,9 @@ func (s *Store) CreateRoom(ctx context.Context, nr NewRoom) (Room, error) {
 	}
 	if nr.ID == "" {
 		nr.ID = newID("room_")
+	}
+	if !relay.ValidID(nr.ID) {
+		return Room{}, relay.Errorf(relay.CodeInvalidArgs, "invalid room id %q: %s", nr.ID, relay.IDRule)
 	}
 	unlock, err := s.lockWrite(ctx)
 	if err != nil {

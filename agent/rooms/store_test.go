@@ -1,10 +1,12 @@
 package rooms
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/roomrelay/roomrelay/relay"
@@ -260,5 +262,26 @@ func TestIntegrityCheckDetectsDamage(t *testing.T) {
 	defer s2.Close()
 	if err := s2.IntegrityCheck(t.Context()); err == nil {
 		t.Fatal("IntegrityCheck passed on a damaged file")
+	}
+}
+
+// TestIDsFollowThePolicyRule: the store refuses a project or room id the
+// policy file could not name (a space, a slash, too long).
+func TestIDsFollowThePolicyRule(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	for _, id := range []string{"bad id", "a/b", "-lead", strings.Repeat("p", 129)} {
+		if _, err := s.CreateProject(ctx, id, "x"); relay.AsError(err).Code != relay.CodeInvalidArgs {
+			t.Errorf("project %q: %v", id, err)
+		}
+	}
+	if _, err := s.CreateProject(ctx, "p1", "P"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateRoom(ctx, NewRoom{ID: "room 1", ProjectID: "p1", Name: "x"}); relay.AsError(err).Code != relay.CodeInvalidArgs {
+		t.Errorf("room id with a space: %v", err)
+	}
+	if _, err := s.CreateRoom(ctx, NewRoom{ID: "room-1@team", ProjectID: "p1", Name: "x"}); err != nil {
+		t.Errorf("a valid room id: %v", err)
 	}
 }

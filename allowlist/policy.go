@@ -292,7 +292,6 @@ func sortCommands(cmds []string) []string {
 
 const idRule = relay.IDRule
 
-
 func validID(s string) bool { return relay.ValidID(s) }
 
 // quote shows a value from the file or a caller safely in a message.

@@ -186,6 +186,12 @@ func (a *Agent) writeStatus() {
 	defer a.fmu.Unlock()
 	a.statusWrites.Add(1)
 	snap := a.Status()
+	// Machine times are UTC (RFC 3339 with Z), whatever the device's zone.
+	for _, t := range []*time.Time{&snap.ConnectedSince, &snap.LastErrorAt, &snap.NextRetryAt, &snap.UpdatedAt} {
+		if !t.IsZero() {
+			*t = t.UTC()
+		}
+	}
 	b, err := jsonMarshalIndent(snap)
 	if err == nil {
 		err = writeFileAtomic(statusPath(a.cfg.StateDir), b, false)

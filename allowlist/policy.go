@@ -156,8 +156,31 @@ type ProjectInfo struct {
 	Enabled  bool           `json:"enabled"`
 	Commands []string       `json:"commands"`
 	Rooms    []string       `json:"rooms"` // empty: every room of the project
-	Rate     string         `json:"rate"`  // as in the file: "120/min burst 30"
+	Rate     RateInfo       `json:"rate"`
 	Max      map[string]int `json:"max,omitempty"`
+}
+
+// RateInfo is a Rate in machine values: Events per PerSeconds, Burst at
+// once. String gives the policy file's form ("120/min burst 30").
+type RateInfo struct {
+	Events     int `json:"events"`
+	PerSeconds int `json:"per_seconds"`
+	Burst      int `json:"burst"`
+	r          Rate
+}
+
+func (r RateInfo) String() string { return r.r.String() }
+
+func rateInfo(r Rate) RateInfo {
+	return RateInfo{Events: r.Events, PerSeconds: int(r.Per / time.Second), Burst: r.Burst, r: r}
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // Projects lists every project in the policy, enabled or not, by ID.
@@ -180,8 +203,8 @@ func (p *Policy) Project(name string) (ProjectInfo, bool) {
 		Project:  name,
 		Enabled:  pr.enabled,
 		Commands: slices.Clone(pr.commands),
-		Rooms:    slices.Clone(pr.rooms),
-		Rate:     pr.rate.String(),
+		Rooms:    nonNil(slices.Clone(pr.rooms)),
+		Rate:     rateInfo(pr.rate),
 		Max:      maps.Clone(pr.max),
 	}, true
 }

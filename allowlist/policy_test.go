@@ -45,7 +45,8 @@ func TestEnableDisable(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := p.Project("proj")
-	if !slices.Equal(info.Commands, DefaultCommands) || len(info.Rooms) != 0 || info.Rate != "120/min burst 30" {
+	if !slices.Equal(info.Commands, DefaultCommands) || len(info.Rooms) != 0 || info.Rate.String() != "120/min burst 30" ||
+		info.Rate.Events != 120 || info.Rate.PerSeconds != 60 || info.Rate.Burst != 30 {
 		t.Errorf("default enable: %+v", info)
 	}
 	for _, c := range relay.CommandNames() {
@@ -66,7 +67,7 @@ func TestEnableDisable(t *testing.T) {
 	}
 	info, _ = p.Project("proj")
 	want := ProjectInfo{Project: "proj", Enabled: true, Commands: []string{"read_room", "smoke_run_room_app"},
-		Rooms: []string{"r1", "r2"}, Rate: "120/min burst 30", Max: map[string]int{BoundListLimit: 5}}
+		Rooms: []string{"r1", "r2"}, Rate: rateInfo(DefaultRate), Max: map[string]int{BoundListLimit: 5}}
 	if !reflect.DeepEqual(info, want) {
 		t.Errorf("got %+v\nwant %+v", info, want)
 	}

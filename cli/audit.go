@@ -88,6 +88,12 @@ func init() {
 					}
 				}
 				if *asJSON {
+					if rep.Files == nil {
+						rep.Files = []string{}
+					}
+					if rep.Problems == nil {
+						rep.Problems = []audit.Problem{}
+					}
 					out := struct {
 						audit.Report
 						OK          bool   `json:"ok"`

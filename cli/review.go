@@ -230,7 +230,7 @@ func reviewList(ctx context.Context, e *Env, s *rooms.Store, all, asJSON bool) e
 		if ps == nil {
 			ps = []rooms.Proposal{}
 		}
-		return reviewJSON(e.Stdout, ps)
+		return reviewJSON(e.Stdout, map[string]any{"proposals": ps})
 	}
 	if len(ps) == 0 {
 		if all {

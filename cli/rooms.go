@@ -100,7 +100,7 @@ func init() {
 					if rs == nil {
 						rs = []rooms.RoomSummary{}
 					}
-					return json.NewEncoder(e.Stdout).Encode(rs)
+					return json.NewEncoder(e.Stdout).Encode(map[string]any{"rooms": rs})
 				}
 				if len(rs) == 0 {
 					fmt.Fprintln(e.Stdout, "no local rooms; create one with `roomrelay rooms create --project P --name NAME`")
@@ -156,6 +156,9 @@ func init() {
 					}
 				}
 				if *asJSON {
+					if apps == nil {
+						apps = []rooms.AppItem{}
+					}
 					return json.NewEncoder(e.Stdout).Encode(map[string]any{"room": room, "apps": apps})
 				}
 				fmt.Fprintf(e.Stdout, "room %s (%q), project %s, %d apps, %d proposals pending review\n", room.ID, room.Name, room.Project, room.AppCount, room.PendingProposals)

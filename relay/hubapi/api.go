@@ -177,8 +177,8 @@ type ClientToken struct {
 	Name      string    `json:"name"`
 	Project   string    `json:"project"`
 	Scope     string    `json:"scope"`
-	CreatedAt time.Time `json:"created"`
-	LastUsed  time.Time `json:"last_used,omitzero"`
+	CreatedAt time.Time `json:"created_at"`
+	LastUsed  time.Time `json:"last_used_at,omitzero"`
 	Revoked   bool      `json:"revoked,omitempty"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
 	Token     string    `json:"token,omitempty"`

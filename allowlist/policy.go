@@ -301,7 +301,7 @@ func (p *Policy) Enable(projectID string, commands, rooms []string) error {
 func (p *Policy) Disable(projectID string) error {
 	pr, ok := p.projects[projectID]
 	if !ok {
-		return fmt.Errorf("disable: project %s is not in the policy", quote(projectID))
+		return fmt.Errorf("project %s is not in the policy (see `roomrelay policy show`)", quote(projectID))
 	}
 	pr.enabled = false
 	return nil

@@ -112,6 +112,9 @@ func (s *Store) CreateRoom(ctx context.Context, nr NewRoom) (Room, error) {
 	_, err = s.db.ExecContext(ctx,
 		`INSERT INTO rooms (id, project_id, name, created_at)
 		 SELECT ?, id, ?, ? FROM projects WHERE id = ?`, nr.ID, nr.Name, ms(now), nr.ProjectID)
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: rooms.id") {
+		return Room{}, relay.Errorf(relay.CodeInvalidArgs, "a local room %q already exists; choose another id (or leave --id out for a new one)", nr.ID)
+	}
 	if err != nil {
 		return Room{}, fmt.Errorf("rooms: create room %q: %w", nr.ID, err)
 	}

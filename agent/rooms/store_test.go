@@ -285,3 +285,18 @@ func TestIDsFollowThePolicyRule(t *testing.T) {
 		t.Errorf("a valid room id: %v", err)
 	}
 }
+
+func TestCreateRoomTwiceSaysSo(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if _, err := s.CreateProject(ctx, "p1", "P"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateRoom(ctx, NewRoom{ID: "r1", ProjectID: "p1", Name: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.CreateRoom(ctx, NewRoom{ID: "r1", ProjectID: "p1", Name: "y"})
+	if re := relay.AsError(err); re.Code != relay.CodeInvalidArgs || !strings.Contains(re.Message, `"r1" already exists`) {
+		t.Fatalf("second room r1: %v", err)
+	}
+}

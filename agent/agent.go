@@ -61,6 +61,7 @@ type Agent struct {
 
 	kick     chan struct{}      // events were queued
 	wake     chan struct{}      // the wall clock jumped
+	retry    chan struct{}      // RetryNow: skip the backoff wait
 	resume   chan struct{}      // Resume was called
 	sleepReq chan chan struct{} // AnnounceSleep; closed when done
 
@@ -109,6 +110,7 @@ func New(cfg Config) (*Agent, error) {
 		handlers: make(map[string]Handler),
 		kick:     make(chan struct{}, 1),
 		wake:     make(chan struct{}, 1),
+		retry:    make(chan struct{}, 1),
 		resume:   make(chan struct{}, 1),
 		sleepReq: make(chan chan struct{}),
 		calls:    make(map[string]*call),
@@ -292,6 +294,16 @@ func (a *Agent) AnnounceSleep(ctx context.Context) error {
 	}
 }
 
+// RetryNow makes an agent that is waiting out a reconnect backoff dial at
+// once (`roomrelay reconnect`, after the owner fixed the network or the
+// hub came back). Online or dialling, it changes nothing.
+func (a *Agent) RetryNow() {
+	select {
+	case a.retry <- struct{}{}:
+	default:
+	}
+}
+
 // Resume ends the hold set by AnnounceSleep: the agent reconnects at once.
 func (a *Agent) Resume() {
 	a.held.Store(false)
@@ -472,9 +484,14 @@ func (a *Agent) supervise(ctx context.Context) error {
 				return nil
 			}
 		}
-		// A pending wake is satisfied by the dial we are about to make.
+		// A pending wake or retry request is satisfied by the dial we are
+		// about to make.
 		select {
 		case <-a.wake:
+		default:
+		}
+		select {
+		case <-a.retry:
 		default:
 		}
 		a.setStatus(func(s *Status) {
@@ -563,6 +580,8 @@ func (a *Agent) wait(ctx context.Context, d time.Duration) bool {
 	case <-t.C():
 	case <-a.wake:
 		a.log.Info("wall clock jumped (wake from sleep?): skipping the backoff wait")
+	case <-a.retry:
+		a.log.Info("asked to retry now: skipping the backoff wait")
 	case done := <-a.sleepReq:
 		a.held.Store(true)
 		close(done)

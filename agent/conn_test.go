@@ -220,6 +220,38 @@ func TestWallClockJumpSkipsBackoff(t *testing.T) {
 	}
 }
 
+// TestRetryNowSkipsBackoff: `roomrelay reconnect` while the agent waits
+// out a long backoff makes it dial at once; online, it changes nothing.
+func TestRetryNowSkipsBackoff(t *testing.T) {
+	hub := newTestHub(t)
+	hub.status = func(n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Clock = clk
+		c.Backoff = Backoff{Base: time.Hour, Cap: time.Hour, ResetAfter: time.Hour}
+		c.Rand = func(n int64) int64 { return n - 1 }
+	})
+	start(t, a)
+	if d := clk.nextTimer(t); d != time.Hour {
+		t.Fatalf("backoff %v, want 1h", d)
+	}
+	eventually(t, "backoff state", func() bool { return a.Status().State == StateBackoff })
+	a.RetryNow()
+	c := hub.next(t) // dialled again without the hour passing
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	a.RetryNow() // online: no new session
+	c.send(command("after", "none", ""))
+	c.result(t)
+	if n := hub.dials.Load(); n != 2 {
+		t.Errorf("dials = %d, want 2", n)
+	}
+}
+
 func TestWallClockJumpReplacesAPossiblyDeadConnection(t *testing.T) {
 	hub := newTestHub(t)
 	clk := newFakeClock()

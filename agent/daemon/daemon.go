@@ -28,9 +28,13 @@ import (
 
 // File names inside the directories the daemon is given.
 const (
-	PolicyFile = "policy"   // in ConfigDir
-	RoomsDB    = "rooms.db" // in DataDir
-	AuditDir   = "audit"    // in StateDir
+	PolicyFile = "policy" // in ConfigDir
+	// ReconnectFile, created in ConfigDir by `roomrelay reconnect`, asks
+	// the running agent to skip its backoff wait; the daemon removes it.
+	// ConfigDir because the daemon already watches it for the policy.
+	ReconnectFile = "reconnect-now"
+	RoomsDB       = "rooms.db" // in DataDir
+	AuditDir      = "audit"    // in StateDir
 )
 
 // SmokeRunner runs a snippet in the sandbox (a *sandbox.Pool).
@@ -272,6 +276,10 @@ func (d *Daemon) Poke(ctx context.Context) { d.poke(ctx, true) }
 
 // poke is Poke; without force the store is queried only if its files changed.
 func (d *Daemon) poke(ctx context.Context, force bool) {
+	if err := os.Remove(filepath.Join(d.cfg.ConfigDir, ReconnectFile)); err == nil {
+		d.log.Info("asked to reconnect now (roomrelay reconnect)")
+		d.agent.RetryNow()
+	}
 	d.policyMu.Lock()
 	changed, err := d.policyChanged()
 	if err == nil && changed {

@@ -22,16 +22,6 @@ import (
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
-// eventually polls cond; the limit only bounds a failing test.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
-}
-
 // startAgent runs `roomrelay run` until the returned stop is called.
 func startAgent(t *testing.T, env map[string]string, args ...string) (stop func() string) {
 	t.Helper()

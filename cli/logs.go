@@ -100,7 +100,7 @@ func tailFile(ctx context.Context, w io.Writer, path string, n int, follow bool,
 		return err
 	}
 	defer func() { f.Close() }() // f is reopened after a rotation
-	const window = 1 << 20 // the last lines are within the last MiB
+	const window = 1 << 20       // the last lines are within the last MiB
 	st, err := f.Stat()
 	if err != nil {
 		return err

@@ -619,38 +619,9 @@ func (s *svcSpec) autoRestarting(ctx context.Context) bool {
 }
 
 func serviceStatus(ctx context.Context, e *Env, f svcFlags, asJSON bool) error {
-	s, err := newSpec(ctx, e, f)
+	r, code, err := serviceReport(ctx, e, f)
 	if err != nil {
 		return err
-	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	r := svcReport{Kind: s.kind, UnitFile: s.unitPath}
-	code := ExitOK
-	ok, err := s.installed()
-	switch {
-	case err != nil:
-		return fmt.Errorf("check for the service: %w", err)
-	case !ok:
-		r.State, code = "not_installed", ExitUnavailable
-		r.Problem = "not installed: run `roomrelay install`"
-	default:
-		r.Installed = true
-		st, err := s.svc.Status()
-		switch {
-		case err != nil:
-			r.State, r.Problem, code = "failed", err.Error()+"; see: "+journalHint(s.system), ExitFailure
-		case st == service.StatusRunning && s.autoRestarting(ctx):
-			// kardianos counts "activating" as running, but a unit waiting
-			// out RestartSec after a crash has no process at all.
-			r.State, r.Problem, code = "restarting", "the agent exited and systemd restarts it after RestartSec (Restart=on-failure); see: "+journalHint(s.system), ExitFailure
-		case st == service.StatusRunning:
-			r.State, r.Running = "running", true
-		default:
-			r.State, r.Problem, code = "stopped", "installed but not running: roomrelay start", ExitFailure
-		}
-		r.Starts = strings.TrimSpace(s.bootNote())
 	}
 	if asJSON {
 		if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
@@ -672,4 +643,43 @@ func serviceStatus(ctx context.Context, e *Env, f svcFlags, asJSON bool) error {
 		return &silentError{code: code}
 	}
 	return nil
+}
+
+// serviceReport says whether the service is installed and running, with
+// the exit code `service status` gives for it.
+func serviceReport(ctx context.Context, e *Env, f svcFlags) (svcReport, int, error) {
+	s, err := newSpec(ctx, e, f)
+	if err != nil {
+		return svcReport{}, 0, err
+	}
+	if err := s.open(); err != nil {
+		return svcReport{}, 0, err
+	}
+	r := svcReport{Kind: s.kind, UnitFile: s.unitPath}
+	code := ExitOK
+	ok, err := s.installed()
+	switch {
+	case err != nil:
+		return r, 0, fmt.Errorf("check for the service: %w", err)
+	case !ok:
+		r.State, code = "not_installed", ExitUnavailable
+		r.Problem = "not installed: run `roomrelay install`"
+	default:
+		r.Installed = true
+		st, err := s.svc.Status()
+		switch {
+		case err != nil:
+			r.State, r.Problem, code = "failed", err.Error()+"; see: "+journalHint(s.system), ExitFailure
+		case st == service.StatusRunning && s.autoRestarting(ctx):
+			// kardianos counts "activating" as running, but a unit waiting
+			// out RestartSec after a crash has no process at all.
+			r.State, r.Problem, code = "restarting", "the agent exited and systemd restarts it after RestartSec (Restart=on-failure); see: "+journalHint(s.system), ExitFailure
+		case st == service.StatusRunning:
+			r.State, r.Running = "running", true
+		default:
+			r.State, r.Problem, code = "stopped", "installed but not running: roomrelay start", ExitFailure
+		}
+		r.Starts = strings.TrimSpace(s.bootNote())
+	}
+	return r, code, nil
 }

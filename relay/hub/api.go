@@ -26,6 +26,15 @@ func (h *Hub) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+relay.ConnectPath, h.handleConnect)
 	mux.HandleFunc("POST /v1/enroll", h.api(h.handleEnroll))
+	// The device's own token: `roomrelay doctor` checks it and the clock.
+	mux.HandleFunc("GET /v1/device", h.api(func(w http.ResponseWriter, r *http.Request) error {
+		d, err := h.st.deviceForToken(r.Context(), bearer(r))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, hubapi.DeviceSelf{DeviceID: d.ID, Projects: d.Projects, ServerTime: h.cfg.Now().UTC()})
+		return nil
+	}))
 	// The device's own token: `roomrelay unenroll`.
 	mux.HandleFunc("POST /v1/unenroll", h.api(func(w http.ResponseWriter, r *http.Request) error {
 		d, err := h.Unenroll(r.Context(), bearer(r))

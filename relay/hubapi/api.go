@@ -188,3 +188,11 @@ type ClientToken struct {
 type ClientTokenList struct {
 	Tokens []ClientToken `json:"tokens"`
 }
+
+// DeviceSelf is GET /v1/device with a device token: who the token is, as
+// the hub sees it, and the hub's clock (`roomrelay doctor` checks the skew).
+type DeviceSelf struct {
+	DeviceID   string    `json:"device_id"`
+	Projects   []string  `json:"projects"`
+	ServerTime time.Time `json:"server_time"`
+}

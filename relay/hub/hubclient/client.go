@@ -70,6 +70,15 @@ func (c *Client) Enroll(ctx context.Context, code, deviceName, os, existingToken
 	return &out, nil
 }
 
+// Self asks the hub who deviceToken is, and the hub's time.
+func (c *Client) Self(ctx context.Context, deviceToken string) (*hubapi.DeviceSelf, error) {
+	var out hubapi.DeviceSelf
+	if err := c.do(ctx, http.MethodGet, "/v1/device", deviceToken, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Unenroll revokes the device that holds deviceToken, on its own behalf
 // (`roomrelay unenroll`). Already revoked is success.
 func (c *Client) Unenroll(ctx context.Context, deviceToken string) (*hubapi.Device, error) {

@@ -1,0 +1,311 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/roomrelay/roomrelay/agent"
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/allowlist"
+	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/sandbox"
+)
+
+// check is one line of `roomrelay doctor`.
+type check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // ok, warn, fail
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// maxSkew is the clock difference doctor calls a failure: command
+// deadlines are judged on the hub's clock beyond 2 s (agent.skewTolerance),
+// and pairing codes and tokens carry times.
+const maxSkew = 30 * time.Second
+
+func init() {
+	register(&Command{
+		Name:     "doctor",
+		Synopsis: "[--json] [--timeout 10s]",
+		Summary:  "check this device's setup: config, credentials, hub (DNS, TCP, TLS, token), clock, service, sandbox, audit log",
+		Help: `One line per check, with what to do when it is not ok: the device config,
+the credential store, the policy file, the hub (its name resolves, a TCP
+connection opens, TLS verifies, the device token is accepted), the clock
+against the hub's, the agent and its service, the sandbox worker and React
+runtime, and the audit log's hash chain.
+
+Exit codes: 0 every check ok (warnings allowed); 1 a check failed; 3 not
+enrolled.`,
+		Setup: func(fs *flag.FlagSet, e *Env) Runner {
+			paths := pathFlags(fs, e)
+			asJSON := fs.Bool("json", false, "print JSON")
+			timeout := fs.Duration("timeout", 10*time.Second, "bound on each network check")
+			rf := addRuntimeFlags(fs, e)
+			caFile := caFileFlag(fs, e)
+			return func(ctx context.Context, args []string) error {
+				if len(args) > 0 {
+					return usagef("doctor takes no arguments")
+				}
+				p, err := paths()
+				if err != nil {
+					return err
+				}
+				d := &doctor{e: e, p: p, timeout: *timeout, rf: rf, caFile: *caFile}
+				checks := d.run(ctx)
+				failed, notEnrolled := false, false
+				for _, c := range checks {
+					failed = failed || c.Status == "fail"
+					notEnrolled = notEnrolled || (c.Name == "config" && c.Status == "fail" && strings.Contains(c.Detail, "not enrolled"))
+				}
+				if *asJSON {
+					if err := json.NewEncoder(e.Stdout).Encode(map[string]any{"ok": !failed, "checks": checks}); err != nil {
+						return err
+					}
+				} else {
+					printChecks(e.Stdout, checks)
+				}
+				switch {
+				case notEnrolled:
+					return &silentError{code: ExitNotEnrolled}
+				case failed:
+					return &silentError{code: ExitFailure}
+				}
+				return nil
+			}
+		},
+	})
+}
+
+type doctor struct {
+	e       *Env
+	p       Paths
+	timeout time.Duration
+	rf      runtimeFlags
+	caFile  string
+	checks  []check
+}
+
+func (d *doctor) add(name, status, detail, fix string) {
+	d.checks = append(d.checks, check{Name: name, Status: status, Detail: detail, Fix: fix})
+}
+
+func (d *doctor) run(ctx context.Context) []check {
+	cfg, err := loadDeviceConfig(d.p)
+	if err != nil {
+		d.add("config", "fail", err.Error(), "enroll: `roomrelay enroll --hub URL --code CODE`")
+	} else {
+		d.add("config", "ok", fmt.Sprintf("device %s at %s, projects %s", cfg.DeviceID, cfg.Hub, strings.Join(cfg.Projects, ", ")), "")
+	}
+	if pol, err := allowlist.Load(policyPath(d.p)); err != nil {
+		d.add("policy", "fail", err.Error(), "fix the line it names in "+policyPath(d.p)+", or rewrite it with `roomrelay enable`")
+	} else if ps := pol.Summary(); len(ps) == 0 {
+		d.add("policy", "warn", "no project enabled: every command is denied", "`roomrelay enable PROJECT` to serve one")
+	} else {
+		names := make([]string, len(ps))
+		for i, x := range ps {
+			names[i] = x.Project
+		}
+		d.add("policy", "ok", "serves "+strings.Join(names, ", "), "")
+	}
+	var token string
+	if cfg != nil {
+		token = d.credentials(ctx, cfg)
+		if token != "" {
+			d.hub(ctx, cfg, token)
+		}
+		d.agent(cfg)
+	}
+	d.service(ctx)
+	d.sandbox()
+	d.audit(ctx)
+	return d.checks
+}
+
+func (d *doctor) credentials(ctx context.Context, cfg *DeviceConfig) string {
+	cs, err := credstore.Open(ctx, cfg.CredentialStore, d.p.Config)
+	if err != nil {
+		d.add("credentials", "fail", err.Error(), "see docs/install.md (credential store); a headless box can enroll again with --credential-store file")
+		return ""
+	}
+	tok, err := cs.Get(ctx, cfg.DeviceID)
+	if err != nil {
+		d.add("credentials", "fail", fmt.Sprintf("no token for %s in the %s: %v", cfg.DeviceID, cs.Where(), err), "enroll again with a new pairing code")
+		return ""
+	}
+	d.add("credentials", "ok", "device token in the "+cs.Where(), "")
+	return tok
+}
+
+func (d *doctor) hub(ctx context.Context, cfg *DeviceConfig, token string) {
+	u, err := url.Parse(cfg.Hub)
+	if err != nil || u.Hostname() == "" {
+		d.add("hub", "fail", fmt.Sprintf("hub URL %q in the device config: %v", cfg.Hub, err), "enroll again with the right --hub")
+		return
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "wss": "443"}[u.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupHost(cctx, host)
+	if err != nil {
+		d.add("hub dns", "fail", fmt.Sprintf("%s does not resolve: %v", host, err), "check the hub's name and this machine's DNS")
+		return
+	}
+	d.add("hub dns", "ok", fmt.Sprintf("%s → %s", host, strings.Join(addrs, ", ")), "")
+	conn, err := (&net.Dialer{}).DialContext(cctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		d.add("hub tcp", "fail", fmt.Sprintf("cannot connect to %s: %v", net.JoinHostPort(host, port), err), "is the hub up? is a firewall or proxy in the way?")
+		return
+	}
+	conn.Close()
+	d.add("hub tcp", "ok", "connected to "+net.JoinHostPort(host, port), "")
+
+	ca := d.caFile
+	if ca == "" {
+		ca = cfg.CAFile
+	}
+	hc, err := hubHTTPClient(ca)
+	if err != nil {
+		d.add("hub tls", "fail", err.Error(), "fix --ca-file (or ROOMRELAY_CA_FILE)")
+		return
+	}
+	cl := hubclient.New(cfg.Hub, "")
+	cl.HTTP = hc
+	sent := time.Now()
+	self, err := cl.Self(cctx, token)
+	rtt := time.Since(sent)
+	var ae *hubclient.APIError
+	switch {
+	case err == nil:
+	case errors.As(err, &ae) && ae.Status == 401:
+		if u.Scheme == "https" {
+			d.add("hub tls", "ok", "the hub's certificate verifies", "")
+		}
+		d.add("hub auth", "fail", fmt.Sprintf("the hub refuses this device's token (%s): %s", ae.Code, ae.Message), "enroll again with a new pairing code: `roomrelay enroll --hub "+cfg.Hub+" --code CODE`")
+		return
+	case errors.As(err, &ae) && ae.Status == 404:
+		d.add("hub auth", "warn", "the hub is older than this agent (no /v1/device): token and clock not checked", "")
+		return
+	default:
+		if ex := tlsfiles.Explain(err); ex != nil {
+			d.add("hub tls", "fail", ex.Error(), "pass --ca-file FILE (or set ROOMRELAY_CA_FILE) with the CA that signed the hub's certificate")
+			return
+		}
+		d.add("hub http", "fail", err.Error(), "check the hub URL and its logs")
+		return
+	}
+	if u.Scheme == "https" {
+		d.add("hub tls", "ok", "the hub's certificate verifies", "")
+	}
+	if self.DeviceID != cfg.DeviceID {
+		d.add("hub auth", "fail", fmt.Sprintf("the token belongs to %s, the config says %s", self.DeviceID, cfg.DeviceID), "enroll again")
+		return
+	}
+	d.add("hub auth", "ok", fmt.Sprintf("the hub accepts the token of %s (projects %s)", self.DeviceID, strings.Join(self.Projects, ", ")), "")
+	// The hub's time was taken somewhere within the round trip.
+	skew := self.ServerTime.Sub(sent.Add(rtt / 2))
+	switch abs := max(skew, -skew); {
+	case abs > maxSkew:
+		d.add("clock", "fail", fmt.Sprintf("this clock is %s off the hub's", skew.Round(time.Millisecond)), "turn on time sync (NTP): `timedatectl set-ntp true` on Linux")
+	case abs > 2*time.Second:
+		d.add("clock", "warn", fmt.Sprintf("this clock is %s off the hub's; deadlines are judged on the hub's clock", skew.Round(time.Millisecond)), "turn on time sync (NTP)")
+	default:
+		d.add("clock", "ok", fmt.Sprintf("within %s of the hub's (round trip %s)", max(skew, -skew).Round(time.Millisecond), rtt.Round(time.Millisecond)), "")
+	}
+}
+
+func (d *doctor) agent(cfg *DeviceConfig) {
+	st, err := agent.ReadStatusFile(d.p.State)
+	switch {
+	case err != nil || st.DeviceID != cfg.DeviceID || !processAlive(st.PID) || st.State == agent.StateStopped:
+		d.add("agent", "warn", "not running", "start it: `roomrelay start` (the service) or `roomrelay run`")
+	case st.State == agent.StateOnline:
+		d.add("agent", "ok", fmt.Sprintf("pid %d, online since %s", st.PID, st.ConnectedSince.Local().Format(time.DateTime)), "")
+	default:
+		d.add("agent", "fail", fmt.Sprintf("pid %d is %s: %s", st.PID, st.State, st.LastError), "see `roomrelay status` and `roomrelay logs`")
+	}
+}
+
+func (d *doctor) service(ctx context.Context) {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := addSvcFlags(fs, d.e)
+	if err := fs.Parse([]string{"--home", filepath.Dir(d.p.Config)}); err != nil {
+		d.add("service", "warn", err.Error(), "")
+		return
+	}
+	r, _, err := serviceReport(ctx, d.e, f)
+	switch {
+	case err != nil:
+		d.add("service", "warn", strings.ReplaceAll(err.Error(), "\n  ", " "), "")
+	case !r.Installed:
+		d.add("service", "warn", "not installed ("+r.Kind+")", "`roomrelay install` to run the agent as a service")
+	case !r.Running:
+		d.add("service", "fail", r.Kind+" "+r.State+": "+r.Problem, "`roomrelay start`; `roomrelay logs` says why it stopped")
+	default:
+		d.add("service", "ok", r.Kind+" running", "")
+	}
+}
+
+func (d *doctor) sandbox() {
+	if w, err := sandboxWorker(d.e); err != nil {
+		d.add("sandbox worker", "warn", err.Error()+": approved snippets are not smoke-run", "reinstall the package")
+	} else {
+		d.add("sandbox worker", "ok", strings.Join(w, " "), "")
+	}
+	cfg, err := d.rf.config(d.e)
+	if err == nil {
+		err = sandbox.CheckRuntime(cfg)
+	}
+	if err != nil {
+		d.add("sandbox runtime", "warn", "React "+sandbox.ReactVersion+" runtime not present: "+err.Error(), "`roomrelay snippet fetch-runtime` (the agent also fetches it on first use)")
+		return
+	}
+	d.add("sandbox runtime", "ok", "React "+sandbox.ReactVersion+" present and verified", "")
+}
+
+func (d *doctor) audit(ctx context.Context) {
+	rep, err := audit.Verify(filepath.Join(d.p.State, daemon.AuditDir))
+	switch {
+	case err != nil:
+		d.add("audit log", "fail", err.Error(), "")
+	case !rep.OK():
+		d.add("audit log", "fail", fmt.Sprintf("%d problem(s), first: %s", len(rep.Problems), rep.Problems[0]), "`roomrelay audit verify` lists them; keep the files for an investigation")
+	case rep.Lines == 0:
+		if n, _ := agent.RecordedCommands(ctx, d.p.State); n > 0 {
+			d.add("audit log", "fail", fmt.Sprintf("no audit log, but %d commands ran", n), "`roomrelay audit verify` says more")
+			return
+		}
+		d.add("audit log", "ok", "empty: no command has reached this device", "")
+	default:
+		d.add("audit log", "ok", fmt.Sprintf("%d lines, the hash chain verifies", rep.Lines), "")
+	}
+}
+
+func printChecks(w io.Writer, checks []check) {
+	mark := map[string]string{"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+	for _, c := range checks {
+		fmt.Fprintf(w, "%s  %-16s %s\n", mark[c.Status], c.Name, c.Detail)
+		if c.Fix != "" && c.Status != "ok" {
+			fmt.Fprintf(w, "      %-16s → %s\n", "", c.Fix)
+		}
+	}
+}

@@ -20,6 +20,7 @@ func init() {
 	for _, name := range []string{"hub", "demo"} {
 		register(&Command{
 			Name:    name,
+			Hidden:  true, // runnable, to say so, but not listed, completed or in the man page
 			Summary: "not in this build: the device build (-tags agentonly) leaves the hub and the demo out",
 			Setup: func(fs *flag.FlagSet, e *Env) Runner {
 				return func(ctx context.Context, args []string) error {

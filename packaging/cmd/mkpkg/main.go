@@ -4,8 +4,10 @@
 //	go run ./packaging/cmd/mkpkg [-version 1.2.3] [-arch amd64] [-out dist]
 //
 // The packages hold the binary (/usr/bin/roomrelay), the systemd user unit
-// (/usr/lib/systemd/user/roomrelay.service), README, install notes and
-// LICENSE (/usr/share/doc/roomrelay) and, unless -runtime=none, the sandbox's
+// (/usr/lib/systemd/user/roomrelay.service), README, install notes, LICENSE
+// and a Debian copyright file (/usr/share/doc/roomrelay), the manual page
+// and bash, zsh and fish completions generated from the command table, and,
+// unless -runtime=none, the sandbox's
 // pinned React runtime tarballs (/usr/share/roomrelay/jsruntime), fetched and
 // integrity-checked by the sandbox package itself. With -runtime=auto (the
 // default) a failed fetch (offline build) leaves the runtime out with a
@@ -13,6 +15,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
@@ -95,7 +99,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return nil
 	}
 	bin := filepath.Join(stage, "roomrelay")
-	log.Info("building", "version", o.version, "arch", o.arch)
+	log.Info("building the device binary (go build -tags agentonly ./cmd/roomrelay)", "version", o.version, "arch", o.arch)
 	// The device build: -tags agentonly leaves the hub and the demo (and
 	// with them nats-server) out of what a laptop installs; see cli/hub_agentonly.go.
 	if err := goBuild(bin, "./cmd/roomrelay", "-tags", "agentonly",
@@ -103,11 +107,25 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return err
 	}
 	// The device build's sandbox worker (esbuild and goja live only here).
+	log.Info("building the sandbox worker (go build ./cmd/roomrelay-sandbox)")
 	worker := filepath.Join(stage, "roomrelay-sandbox")
 	if err := goBuild(worker, "./cmd/roomrelay-sandbox", "-ldflags", "-s -w"); err != nil {
 		return err
 	}
 
+	// The manual page and completions come from the device build's own
+	// command table (built for this machine, so it can run here).
+	log.Info("generating the manual page and shell completions from the command table")
+	generated, err := generateDocs(ctx, root, stage, o.version)
+	if err != nil {
+		return err
+	}
+	copyright := filepath.Join(stage, "copyright")
+	if err := os.WriteFile(copyright, []byte(debianCopyright), 0o644); err != nil {
+		return err
+	}
+
+	log.Info("staging the React runtime", "mode", o.runtime)
 	runtimeFiles, err := stageRuntime(ctx, log, o, filepath.Join(stage, "jsruntime"))
 	if err != nil {
 		return err
@@ -134,6 +152,10 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		{Source: filepath.Join(root, "docs/install.md"), Destination: packaging.PkgDocDir + "/install.md", Type: files.TypeFile, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 		{Source: filepath.Join(root, "LICENSE"), Destination: packaging.PkgDocDir + "/LICENSE", Type: files.TypeFile, FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 	}
+	contents = append(contents, &files.Content{Source: copyright, Destination: packaging.PkgDocDir + "/copyright", FileInfo: &files.ContentFileInfo{Mode: 0o644}})
+	for dst, src := range generated {
+		contents = append(contents, &files.Content{Source: src, Destination: dst, FileInfo: &files.ContentFileInfo{Mode: 0o644}})
+	}
 	for _, f := range runtimeFiles {
 		contents = append(contents, &files.Content{Source: f, Destination: packaging.PkgRuntimeDir + "/" + filepath.Base(f), FileInfo: &files.ContentFileInfo{Mode: 0o644}})
 	}
@@ -143,6 +165,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	for _, format := range o.formats {
 		path := filepath.Join(o.out, fmt.Sprintf("roomrelay_%s_%s.%s", o.version, o.arch, format))
+		log.Info("packing", "format", format)
 		if err := pack(format, path, info(o, contents)); err != nil {
 			return fmt.Errorf("%s: %w", format, err)
 		}
@@ -150,6 +173,87 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		fmt.Println(path)
 	}
 	return nil
+}
+
+// Where the generated docs go in the packages.
+const (
+	pkgMan       = "/usr/share/man/man1/roomrelay.1.gz"
+	pkgBash      = "/usr/share/bash-completion/completions/roomrelay"
+	pkgZsh       = "/usr/share/zsh/vendor-completions/_roomrelay"
+	pkgFish      = "/usr/share/fish/vendor_completions.d/roomrelay.fish"
+	debianLicURL = "/usr/share/common-licenses/Apache-2.0"
+)
+
+// debianCopyright is /usr/share/doc/roomrelay/copyright in Debian's
+// machine-readable format (DEP-5). Third-party Go modules are compiled in;
+// their licenses are listed by `go version -m` on the binary.
+const debianCopyright = `Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: roomrelay
+Source: https://github.com/roomrelay/roomrelay
+
+Files: *
+Copyright: roomrelay maintainers
+License: Apache-2.0
+
+License: Apache-2.0
+ Licensed under the Apache License, Version 2.0 (the "License");
+ you may not use this file except in compliance with the License.
+ You may obtain a copy of the License at
+ .
+ http://www.apache.org/licenses/LICENSE-2.0
+ .
+ Unless required by applicable law or agreed to in writing, software
+ distributed under the License is distributed on an "AS IS" BASIS,
+ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ See the License for the specific language governing permissions and
+ limitations under the License.
+ .
+ On Debian systems, the complete text of the Apache License version 2.0
+ can be found in "` + debianLicURL + `".
+`
+
+// generateDocs runs the device build for this machine to print its manual
+// page (gzipped, as Debian policy wants) and completion scripts into stage;
+// it returns package path → staged file.
+func generateDocs(ctx context.Context, root, stage, version string) (map[string]string, error) {
+	host := filepath.Join(stage, "roomrelay-host")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "agentonly", "-buildvcs=false",
+		"-ldflags", "-X github.com/roomrelay/roomrelay/cli.Version="+version, "-o", host, "./cmd/roomrelay")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go build (for the docs): %w", err)
+	}
+	defer os.Remove(host)
+	out := map[string]string{}
+	for dst, args := range map[string][]string{
+		pkgMan:  {"man"},
+		pkgBash: {"completion", "bash"},
+		pkgZsh:  {"completion", "zsh"},
+		pkgFish: {"completion", "fish"},
+	} {
+		b, err := exec.CommandContext(ctx, host, args...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("roomrelay %s: %w", strings.Join(args, " "), err)
+		}
+		if strings.HasSuffix(dst, ".gz") {
+			var z bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+			zw.Write(b)
+			zw.Close()
+			b = z.Bytes()
+		}
+		// Under docs/, by the whole destination path: the bash
+		// completion's name is the binary's.
+		src := filepath.Join(stage, "docs", strings.ReplaceAll(strings.TrimPrefix(dst, "/"), "/", "_"))
+		if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(src, b, 0o644); err != nil {
+			return nil, err
+		}
+		out[dst] = src
+	}
+	return out, nil
 }
 
 // pkgWorker is where the sandbox worker goes: PREFIX/lib/roomrelay beside

@@ -447,6 +447,7 @@ const (
 	endVersion                 // close 4001
 	endReplaced                // close 4009: another instance of this device
 	endDrain                   // the hub asked us to move to a new session
+	endDrainClosed             // a draining node closed the session before the move: wait out its delay
 	endWake                    // the wall clock jumped: reconnect now
 	endSleep                   // AnnounceSleep
 )
@@ -456,6 +457,7 @@ type sessionEnd struct {
 	err       error
 	prev      *handover     // endDrain: the old session, still serving
 	sleepDone chan struct{} // endSleep
+	after     time.Duration // endDrainClosed: what is left of the drain delay
 	online    bool          // a welcome was received
 	since     time.Time     // when it was received
 }
@@ -544,6 +546,12 @@ func (a *Agent) supervise(ctx context.Context) error {
 			// hub is fine and directs us.
 			prev, prevTries, attempt = end.prev, 0, 0
 			continue
+		case endDrainClosed:
+			// The node asked for this delay to spread its agents' return
+			// (it had nowhere to move them, or went first): keep to it,
+			// without a failure's penalty.
+			a.log.Info("the draining hub node closed the session; reconnecting after the delay it asked for", "after", end.after)
+			wait, attempt = end.after, 0
 		case endWake:
 			a.log.Info("wall clock jumped (wake from sleep?): reconnecting now")
 			continue

@@ -328,6 +328,32 @@ func TestDrainIsObeyedWithoutBackoff(t *testing.T) {
 	}
 }
 
+// TestDrainThenCloseWaitsOutTheDelay: a lone hub node that drains sends
+// the delay and closes at once (it has nowhere to move its agents); the
+// agent keeps to what is left of the delay instead of backing off as after
+// a crash, so a fleet comes back spread over the node's window.
+func TestDrainThenCloseWaitsOutTheDelay(t *testing.T) {
+	hub := newTestHub(t)
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Clock = clk
+		c.Rand = func(n int64) int64 { t.Error("a drain followed by a close must not use the jittered backoff"); return 0 }
+	})
+	start(t, a)
+	c1 := hub.next(t)
+	c1.send(&relay.Drain{AfterMS: 4000, Reason: "hub node shutting down"})
+	if d := clk.nextTimer(t); d != 4*time.Second {
+		t.Fatalf("move timer %v, want 4s", d)
+	}
+	clk.Advance(time.Second)
+	c1.closeWith(websocket.CloseGoingAway, "hub shutting down")
+	if d := clk.nextTimer(t); d != 3*time.Second {
+		t.Fatalf("after the close the agent waits %v, want the 3s left of the drain delay", d)
+	}
+	clk.Advance(3 * time.Second)
+	hub.next(t)
+}
+
 // TestDrainWaitIsBounded: a drain's after_ms is clamped (no overflow into a
 // negative wait) and bounded by MaxDrainWait, so a hub cannot silence the
 // agent for years (FuzzHubFrames found the stall).

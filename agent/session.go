@@ -176,6 +176,15 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 		}
 	}()
 	var moveAt <-chan time.Time // set by a drain frame
+	var drainBy time.Time       // when that frame asked us to move
+	// endedWhileDraining: the node closed the socket before the move it
+	// asked for; the rest of its delay replaces the backoff.
+	endedWhileDraining := func(end sessionEnd) sessionEnd {
+		if drainBy.IsZero() || end.kind != endError {
+			return end
+		}
+		return sessionEnd{kind: endDrainClosed, err: end.err, after: max(drainBy.Sub(a.clock.Now()), 0)}
+	}
 
 	for {
 		if err := a.flushOutbox(s); err != nil {
@@ -188,13 +197,14 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 			s.closeGracefully(websocket.CloseNormalClosure, "agent shutting down")
 			return sessionEnd{kind: endShutdown}
 		case <-s.readerDone:
-			return classifyReadErr(s.rerr)
+			return endedWhileDraining(classifyReadErr(s.rerr))
 		case <-s.writerDone:
-			return sessionEnd{kind: endError, err: fmt.Errorf("write to hub: %w", s.werr)}
+			return endedWhileDraining(sessionEnd{kind: endError, err: fmt.Errorf("write to hub: %w", s.werr)})
 		case d := <-s.drain:
 			// Keep serving here until the spread delay the hub chose, then
 			// open the next session before closing this one.
 			after := drainWait(d.AfterMS, a.cfg.MaxDrainWait)
+			drainBy = a.clock.Now().Add(after)
 			a.log.Info("hub node draining: moving to a new session", "after", after, "reason", d.Reason)
 			t := a.clock.NewTimer(after)
 			defer t.Stop()

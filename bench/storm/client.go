@@ -24,6 +24,10 @@ import (
 // after_ms is obeyed, bounded like the agent's (agent.DefaultMaxDrainWait).
 const helloDeadline = 30 * time.Second
 
+// stormStart is when the current restart's signal was sent (unix
+// nanoseconds), so each client can record its first dial after it.
+var stormStart atomic.Int64
+
 // client is a raw protocol client for one enrolled device: a real websocket
 // with the roomrelay.v1 subprotocol and the device's token, the real
 // hello/welcome, pings answered, commands answered, drain obeyed and the
@@ -38,7 +42,9 @@ type client struct {
 	welcomes    atomic.Int64
 	lastWelcome atomic.Int64 // unix nanoseconds
 	dialFails   atomic.Int64
+	refused503  atomic.Int64 // dials answered 503 (a hub node starting or shutting down)
 	drains      atomic.Int64
+	firstDial   atomic.Int64 // unix nanoseconds of the first dial after the current storm began
 	gaveUp      atomic.Bool
 	why         atomic.Value // string: why it gave up
 }
@@ -87,11 +93,17 @@ func (c *client) run(ctx context.Context) {
 // the hub refused the device for good.
 func (c *client) session(ctx context.Context) (up, drainAfter time.Duration, fatal string) {
 	drainAfter = -1
+	if now := time.Now().UnixNano(); c.firstDial.Load() < stormStart.Load() {
+		c.firstDial.Store(now) // only this client's goroutine writes it
+	}
 	nd := &net.Dialer{LocalAddr: c.src, Timeout: 10 * time.Second}
 	d := websocket.Dialer{Subprotocols: []string{relay.Subprotocol}, HandshakeTimeout: helloDeadline, NetDialContext: nd.DialContext}
 	conn, resp, err := d.DialContext(ctx, c.wsURL, http.Header{"Authorization": {"Bearer " + c.token}})
 	if err != nil {
 		c.dialFails.Add(1)
+		if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+			c.refused503.Add(1)
+		}
 		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			return 0, -1, "hub refused the token: " + resp.Status
 		}

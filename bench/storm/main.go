@@ -8,8 +8,11 @@
 // same data dir and port, then the same with a graceful restart (SIGTERM:
 // the hub drains). It reports hub memory per idle agent at the -mem counts,
 // and per restart the time until each client is online again (its next
-// welcome) as p50/p95/max, how many gave up (must be 0), and the new hub's
-// CPU seconds and peak RSS during the recovery. Linux only (/proc), loopback
+// welcome) as p50/p95/max, how many gave up (must be 0), how many dials a
+// hub answered 503 (the old one draining or the new one starting), how wide
+// the clients' first redials after the signal spread (p5–p95: a herd is a
+// narrow spread), and the new hub's CPU seconds and peak RSS during the
+// recovery. Linux only (/proc), loopback
 // only, bounded by -timeout. Not part of the test suite.
 //
 //	go run ./bench/storm -agents 2000 [-restart kill|drain|both|none] [-mem 1000,5000] [-json]
@@ -138,19 +141,24 @@ type MemPoint struct {
 
 // StormPoint is one restart and the recovery after it.
 type StormPoint struct {
-	Mode          string  `json:"mode"` // kill (SIGKILL) or drain (SIGTERM)
-	OldExitMS     int64   `json:"old_hub_exit_ms"`
-	ReadyMS       int64   `json:"new_hub_ready_ms"` // from the signal
-	P50MS         int64   `json:"p50_ms"`
-	P95MS         int64   `json:"p95_ms"`
-	MaxMS         int64   `json:"max_ms"`
-	Back          int     `json:"back"`
-	GaveUp        int     `json:"gave_up"`
-	NotBack       int     `json:"not_back"`
-	DialFailures  int64   `json:"dial_failures"`
-	Drains        int64   `json:"drain_frames"`
-	HubCPUSeconds float64 `json:"hub_cpu_seconds"`
-	HubPeakRSSKiB int64   `json:"hub_peak_rss_kib"`
+	Mode         string `json:"mode"` // kill (SIGKILL) or drain (SIGTERM)
+	OldExitMS    int64  `json:"old_hub_exit_ms"`
+	ReadyMS      int64  `json:"new_hub_ready_ms"` // from the signal
+	P50MS        int64  `json:"p50_ms"`
+	P95MS        int64  `json:"p95_ms"`
+	MaxMS        int64  `json:"max_ms"`
+	Back         int    `json:"back"`
+	GaveUp       int    `json:"gave_up"`
+	NotBack      int    `json:"not_back"`
+	DialFailures int64  `json:"dial_failures"`
+	Refused503   int64  `json:"refused_503"` // dials answered 503 (the old hub draining, or the new one starting)
+	// FirstDialP5MS..P95MS is the spread of each client's first reconnect
+	// attempt after the signal: a herd is a narrow spread.
+	FirstDialP5MS  int64   `json:"first_dial_p5_ms"`
+	FirstDialP95MS int64   `json:"first_dial_p95_ms"`
+	Drains         int64   `json:"drain_frames"`
+	HubCPUSeconds  float64 `json:"hub_cpu_seconds"`
+	HubPeakRSSKiB  int64   `json:"hub_peak_rss_kib"`
 }
 
 type bench struct {
@@ -378,11 +386,12 @@ func (b *bench) firstWhy() any {
 // until every client had a welcome after the signal.
 func (b *bench) storm(ctx context.Context, mode string) (StormPoint, error) {
 	sp := StormPoint{Mode: mode}
-	var fails, drains int64
+	var fails, drains, refused int64
 	for _, c := range b.clients {
-		fails, drains = fails+c.dialFails.Load(), drains+c.drains.Load()
+		fails, drains, refused = fails+c.dialFails.Load(), drains+c.drains.Load(), refused+c.refused503.Load()
 	}
 	t0 := time.Now()
+	stormStart.Store(t0.UnixNano())
 	if mode == "kill" {
 		b.hub.signal(syscall.SIGKILL, 10*time.Second)
 	} else {
@@ -402,8 +411,12 @@ func (b *bench) storm(ctx context.Context, mode string) (StormPoint, error) {
 	sp.ReadyMS = time.Since(t0).Milliseconds()
 	werr := b.waitOnline(ctx, len(b.clients), t0)
 	sp.HubCPUSeconds, sp.HubPeakRSSKiB = cpuSeconds(p.pid()), peak.end()
-	var ds []time.Duration
+	var ds, firsts []time.Duration
 	for _, c := range b.clients {
+		if f := c.firstDial.Load(); f > t0.UnixNano() {
+			firsts = append(firsts, time.Duration(f-t0.UnixNano()))
+		}
+		sp.Refused503 += c.refused503.Load()
 		switch w := c.lastWelcome.Load(); {
 		case c.gaveUp.Load():
 			sp.GaveUp++
@@ -417,6 +430,12 @@ func (b *bench) storm(ctx context.Context, mode string) (StormPoint, error) {
 	}
 	sp.DialFailures -= fails
 	sp.Drains -= drains
+	sp.Refused503 -= refused
+	if len(firsts) > 0 {
+		slices.Sort(firsts)
+		sp.FirstDialP5MS = firsts[len(firsts)*5/100].Milliseconds()
+		sp.FirstDialP95MS = firsts[min(len(firsts)-1, len(firsts)*95/100)].Milliseconds()
+	}
 	sp.Back = len(ds)
 	if len(ds) > 0 {
 		slices.Sort(ds)
@@ -445,16 +464,16 @@ func (r *Report) print() {
 		return
 	}
 	fmt.Println("\ntime from the signal until each client's next welcome; hub CPU and peak RSS of the new hub process until all were back")
-	fmt.Println("| restart | old hub gone | new hub ready | p50 | p95 | max | back | gave up | not back | dial failures | drain frames | hub CPU | hub peak RSS |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| restart | old hub gone | new hub ready | p50 | p95 | max | back | gave up | not back | dial failures | of which 503 | first redial p5–p95 | drain frames | hub CPU | hub peak RSS |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.Storms {
 		name := "SIGKILL + restart"
 		if s.Mode == "drain" {
 			name = "SIGTERM (drain) + restart"
 		}
-		fmt.Printf("| %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %d | %.2f s | %.1f MiB |\n", name,
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %d | %s–%s | %d | %.2f s | %.1f MiB |\n", name,
 			ms(s.OldExitMS), ms(s.ReadyMS), ms(s.P50MS), ms(s.P95MS), ms(s.MaxMS), s.Back, s.GaveUp, s.NotBack,
-			s.DialFailures, s.Drains, s.HubCPUSeconds, float64(s.HubPeakRSSKiB)/1024)
+			s.DialFailures, s.Refused503, ms(s.FirstDialP5MS), ms(s.FirstDialP95MS), s.Drains, s.HubCPUSeconds, float64(s.HubPeakRSSKiB)/1024)
 	}
 }
 

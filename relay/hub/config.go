@@ -64,6 +64,10 @@ type Config struct {
 	// to move their sessions elsewhere and close these before it closes
 	// them (default 2 s).
 	DrainGrace time.Duration
+	// DeviceCacheTTL bounds how long a node serves commands from a cached
+	// device record (default 5 s); revocations and new projects reach every
+	// node's cache at once through NATS, this bounds a lost message.
+	DeviceCacheTTL time.Duration
 	// NodeBeat is how often this node rewrites its liveness record (default
 	// 1 s); four missed beats make other nodes treat it as dead.
 	NodeBeat time.Duration
@@ -138,6 +142,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.DrainGrace <= 0 {
 		cfg.DrainGrace = 2 * time.Second
+	}
+	if cfg.DeviceCacheTTL <= 0 {
+		cfg.DeviceCacheTTL = 5 * time.Second
 	}
 	if cfg.NodeBeat <= 0 {
 		cfg.NodeBeat = time.Second

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -62,25 +63,33 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 		want[roomKey(e.Project, e.RoomID, d.ID)] = roomRec{Project: e.Project, RoomID: e.RoomID,
 			Name: clipName(e.Name), Device: d.ID, UpdatedAt: now}
 	}
-	have, err := h.st.roomKeys(ctx, "*.*."+d.ID)
-	if err != nil {
-		return err
+	// What the device has is read from this node's mirror, not listed from
+	// the bucket: a listing creates a JetStream consumer, per connect. The
+	// mirror is written through below, so a second change right after the
+	// first does not wait for the watch to see it.
+	if err := h.dirReady(ctx); err != nil {
+		return fmt.Errorf("room directory not loaded: %w", err)
 	}
+	have := h.dir.ofDevice(d.ID)
 	var errs []error
-	for _, k := range have {
+	for k := range have {
 		if _, ok := want[k]; !ok {
 			if err := h.st.rooms.Purge(ctx, k); err != nil {
 				errs = append(errs, err)
+				continue
 			}
+			h.dir.remove(k)
 		}
 	}
 	for k, rec := range want {
-		if old, _, err := getJSON[roomRec](ctx, h.st.rooms, k); err == nil && old.Name == rec.Name {
+		if name, ok := have[k]; ok && name == rec.Name {
 			continue // unchanged: no write
 		}
 		if _, err := h.st.rooms.Put(ctx, k, mustJSON(rec)); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		h.dir.put(rec)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("update directory: %w", err)
@@ -125,15 +134,25 @@ func (s *store) roomKeys(ctx context.Context, filter string) ([]string, error) {
 
 // mirror is this node's copy of rr_rooms, kept by a KV watch (Run's
 // watchDirectory), so listing and resolving rooms read memory instead of
-// creating a JetStream consumer per call. Index: project → room → device.
+// creating a JetStream consumer per call. Indexes: project → room → device,
+// and device → key (what setDirectory compares a hello with).
 type mirror struct {
 	mu    sync.RWMutex
 	ready chan struct{} // closed once the watch delivered the initial values
 	rooms map[string]map[string]map[string]roomRec
+	devs  map[string]map[string]string // device → key → room name
 }
 
 func newMirror() *mirror {
-	return &mirror{ready: make(chan struct{}), rooms: map[string]map[string]map[string]roomRec{}}
+	return &mirror{ready: make(chan struct{}), rooms: map[string]map[string]map[string]roomRec{},
+		devs: map[string]map[string]string{}}
+}
+
+// ofDevice returns one device's entries: key → room name.
+func (m *mirror) ofDevice(dev string) map[string]string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.devs[dev])
 }
 
 func (m *mirror) put(rec roomRec) {
@@ -150,6 +169,12 @@ func (m *mirror) put(rec roomRec) {
 		byRoom[rec.RoomID] = byDev
 	}
 	byDev[rec.Device] = rec
+	keys := m.devs[rec.Device]
+	if keys == nil {
+		keys = map[string]string{}
+		m.devs[rec.Device] = keys
+	}
+	keys[roomKey(rec.Project, rec.RoomID, rec.Device)] = rec.Name
 }
 
 func (m *mirror) remove(key string) {
@@ -166,6 +191,10 @@ func (m *mirror) remove(key string) {
 	}
 	if len(byRoom) == 0 {
 		delete(m.rooms, project)
+	}
+	delete(m.devs[dev], key)
+	if len(m.devs[dev]) == 0 {
+		delete(m.devs, dev)
 	}
 }
 

@@ -66,11 +66,11 @@ func (s *session) handleEvent(ev *relay.Event) {
 	}
 	switch {
 	case !s.allowEvent():
-		s.log.Warn("event rate exceeded; closing the session", "event", truncate(ev.Event, 64))
+		s.log().Warn("event rate exceeded; closing the session", "event", truncate(ev.Event, 64))
 		s.closeWith(websocket.ClosePolicyViolation, fmt.Sprintf("more than %d events a minute (burst %d)", eventRate, eventBurst))
 		return
 	case len(ev.Data) > limit:
-		s.log.Warn("event too large; dropped", "event", truncate(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
+		s.log().Warn("event too large; dropped", "event", truncate(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
 		return
 	}
 	rec := hubapi.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
@@ -78,7 +78,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 	body := mustJSON(rec)
 	if storedEvents[ev.Event] {
 		if err := h.nc.Publish(eventSubject(s.dev, ev.Event), body); err != nil {
-			s.log.Warn("publish event", "event", ev.Event, "err", err)
+			s.log().Warn("publish event", "event", ev.Event, "err", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -91,25 +91,25 @@ func (s *session) handleEvent(ev *relay.Event) {
 	case relay.EventPolicyChanged:
 		pol, ok := parsePolicy(ev.Data)
 		if !ok {
-			s.log.Info("policy_changed event without a readable policy")
+			s.log().Info("policy_changed event without a readable policy")
 			return
 		}
 		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = cleanPolicy(d, pol); return nil }); err != nil {
-			s.log.Warn("record policy", "err", err)
+			s.log().Warn("record policy", "err", err)
 		}
 	case relay.EventRoomsChanged:
 		var rc relay.RoomsChanged
 		if json.Unmarshal(ev.Data, &rc) != nil || rc.Rooms == nil {
-			s.log.Info("rooms_changed event without a readable room list")
+			s.log().Info("rooms_changed event without a readable room list")
 			return
 		}
 		d, _, err := getJSON[deviceRec](ctx, h.st.devices, s.dev)
 		if err != nil {
-			s.log.Warn("read device for its directory", "err", err)
+			s.log().Warn("read device for its directory", "err", err)
 			return
 		}
 		if err := h.setDirectory(ctx, d, rc.Rooms); err != nil {
-			s.log.Warn("record room directory", "err", err)
+			s.log().Warn("record room directory", "err", err)
 		}
 	case relay.EventProposalDecided:
 		var d struct {
@@ -117,17 +117,17 @@ func (s *session) handleEvent(ev *relay.Event) {
 		}
 		_ = json.Unmarshal(ev.Data, &d)
 		if !kvKeyRe.MatchString(d.ProposalID) {
-			s.log.Info("proposal_decided event without a usable proposal_id")
+			s.log().Info("proposal_decided event without a usable proposal_id")
 			return
 		}
 		// Only proposals a cloud caller made through the hub are recorded:
 		// a device cannot fill the bucket with decisions on ids it made up.
 		if routed, err := h.routedProposal(ctx, s.dev, d.ProposalID); err != nil || !routed {
-			s.log.Info("decision on a proposal the hub never routed; not recorded", "proposal", d.ProposalID, "err", err)
+			s.log().Info("decision on a proposal the hub never routed; not recorded", "proposal", d.ProposalID, "err", err)
 			return
 		}
 		if _, err := h.st.proposals.Put(ctx, proposalKey(s.dev, d.ProposalID), body); err != nil {
-			s.log.Warn("record proposal decision", "err", err)
+			s.log().Warn("record proposal decision", "err", err)
 		}
 	}
 }
@@ -209,7 +209,15 @@ func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
 				continue
 			}
 			dev := deviceFromCtl(m.Subject)
-			local := h.localSessions(dev)
+			if c.Op == "revoke" || c.Op == "changed" {
+				h.devs.forget(dev)
+			}
+			var local []*session
+			if c.Op == "revoke" {
+				local = h.noteRevoked(dev) // also refuses sessions still setting up
+			} else {
+				local = h.localSessions(dev)
+			}
 			if c.Op == "kick" && len(local) > 0 {
 				h.newest.kicked(dev, c.Epoch) // before reading epochs: see newest
 			}

@@ -24,8 +24,9 @@ import (
 // run it with Run, and serve Handler on a listener of the caller's (which
 // owns the http.Server, its timeouts and TLS).
 type Hub struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	devs *deviceCache // device records for commands (devcache.go)
 
 	ready chan struct{}
 	// Set up by Run before ready is closed.
@@ -42,6 +43,8 @@ type Hub struct {
 	nodes     nodeTable    // which hub nodes are alive
 	replies   replyMux     // answers to this node's command requests
 	newest    newest       // which of a device's sessions is the newest
+	setupWork workPool     // connect-time work off the sockets' stacks (session.go)
+	tokenDevs tokenCache   // device token hash → device id (connect.go)
 	mux       *http.ServeMux
 	metrics   *metrics // this node's Prometheus registry (metrics.go)
 
@@ -51,6 +54,7 @@ type Hub struct {
 	sessions map[string]*session             // by session id
 	byDev    map[string][]*session           // by device id (usually one)
 	bySub    map[*nats.Subscription]*session // command subscription → session
+	revoked  map[string]time.Time            // devices revoked lately (noteRevoked)
 	sessWG   sync.WaitGroup
 	reqWG    sync.WaitGroup // HTTP handlers, including agent sockets
 	emptyCh  chan struct{}  // closed when sessions becomes empty while closing
@@ -71,7 +75,9 @@ func New(cfg Config) (*Hub, error) {
 		bySub:     make(map[*nats.Subscription]*session),
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
+		setupWork: newWorkPool(),
 	}
+	h.devs = newDeviceCache(c.DeviceCacheTTL, c.Now)
 	h.nodes.self = nodeKey(c.NodeName)
 	h.upgrader = websocket.Upgrader{
 		Subprotocols:     []string{relay.Subprotocol},
@@ -130,6 +136,10 @@ func (h *Hub) Track(next http.Handler) http.Handler {
 	})
 }
 
+// setupWorkers is how many sessions set up at once on reused goroutines;
+// more get goroutines of their own.
+const setupWorkers = 32
+
 func (h *Hub) readDeadline() time.Duration { return h.cfg.Heartbeat * 5 / 2 }
 
 // staleAfter is when a reader treats an unrefreshed online record as gone:
@@ -174,7 +184,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	// Command deliveries for all sessions share one channel and one
 	// dispatcher goroutine instead of a goroutine per subscription.
 	h.cmdCh = make(chan *nats.Msg, 4096)
-	ctlCh := make(chan *nats.Msg, 256)
+	// Every connect on any node publishes a kick: a reconnect storm sends
+	// thousands at once, and a full channel drops messages (a lost revoke).
+	ctlCh := make(chan *nats.Msg, 1<<16)
 	ctlSub, err := h.nc.ChanSubscribe(ctlWildcard, ctlCh)
 	if err != nil {
 		return fmt.Errorf("hub: subscribe %s: %w", ctlWildcard, err)
@@ -205,6 +217,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
 	wg.Go(func() { h.refreshLoop(loopCtx) })
 	wg.Go(func() { h.watchDirectory(loopCtx, dirWatch) })
+	h.setupWork.run(loopCtx, setupWorkers, &wg)
 
 	h.runCtx = ctx
 	close(h.ready)
@@ -261,7 +274,8 @@ func (h *Hub) startEmbedded() (*server.Server, error) {
 
 // drainSessions tells every agent to reconnect after a random delay (so a
 // fleet does not come back in one herd), waits briefly for them to leave,
-// then closes whatever is left with 1001.
+// then closes whatever is left with 1001. A node with no live peer does
+// not wait (drainAlone).
 func (h *Hub) drainSessions() {
 	h.mu.Lock()
 	h.closing = true
@@ -276,6 +290,10 @@ func (h *Hub) drainSessions() {
 	empty := h.emptyCh
 	h.mu.Unlock()
 
+	if !h.nodes.othersAlive(time.Now()) {
+		h.drainAlone(list)
+		return
+	}
 	spread := h.cfg.DrainSpread.Milliseconds()
 	for _, s := range list {
 		s.send(&relay.Drain{AfterMS: rand.Int64N(spread + 1), Reason: "hub node shutting down"})
@@ -307,17 +325,21 @@ func (h *Hub) sessionCount() int {
 	return len(h.sessions)
 }
 
-// register adds a session unless the hub is shutting down.
-func (h *Hub) register(s *session) bool {
+// register adds a session unless the hub is shutting down (errClosing)
+// or the device was revoked since its token was checked (errRevokedToken).
+func (h *Hub) register(s *session) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
-		return false
+		return errClosing
+	}
+	if _, ok := h.revoked[s.dev]; ok {
+		return errRevokedToken
 	}
 	h.sessions[s.id] = s
 	h.byDev[s.dev] = append(h.byDev[s.dev], s)
 	h.sessWG.Add(1)
-	return true
+	return nil
 }
 
 func (h *Hub) unregister(s *session) {

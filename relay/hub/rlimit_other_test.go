@@ -2,4 +2,9 @@
 
 package hub
 
+import "time"
+
 func raiseFileLimit() {}
+
+// processCPU is not measured off unix.
+func processCPU() time.Duration { return 0 }

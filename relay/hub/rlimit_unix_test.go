@@ -2,7 +2,10 @@
 
 package hub
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit so the
 // connection benchmark is not cut short by descriptors.
@@ -12,4 +15,13 @@ func raiseFileLimit() {
 		l.Cur = l.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 	}
+}
+
+// processCPU is this process's user + system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -143,6 +143,11 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 		if err != nil {
 			return nil, h.enrollFailed(ctx, code, devID, err)
 		}
+		// Every node's device cache learns of the new project.
+		h.devs.forget(devID)
+		if err := h.nc.Publish(ctlSubject(devID), mustJSON(ctlMsg{Op: "changed"})); err != nil {
+			h.log.Warn("publish a device change; other nodes see it within the device cache's TTL", "device", devID, "err", err)
+		}
 		out = hubapi.Enrollment{DeviceID: d.ID, Token: deviceToken, Project: pr.Project, Projects: d.Projects}
 	} else {
 		token := newSecret("rrd_")
@@ -278,6 +283,7 @@ func (h *Hub) Revoke(ctx context.Context, id string) (*hubapi.Device, error) {
 		return nil, errNoDevice
 	}
 	err := h.st.revokeDevice(ctx, id, h.cfg.Now())
+	h.devs.forget(id) // the other nodes forget it on the revoke message
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, errNoDevice
 	}
@@ -375,14 +381,14 @@ func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultCommandTimeout
 	}
-	d, _, err := getJSON[deviceRec](ctx, h.st.devices, c.Device)
+	d, err := h.devs.get(ctx, c.Device, h.st.device)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return fail(relay.CodeNotFound, "no device %s is enrolled on this hub", c.Device)
 	case err != nil:
 		h.log.Error("read device for command", "err", err)
 		return fail(relay.CodeInternal, "the hub could not read the device; retry")
-	case d.Revoked:
+	case d.revoked:
 		return fail(relay.CodeNotEnrolled, "device %s was revoked; enroll it again", c.Device)
 	case !d.hasProject(c.Project):
 		return fail(relay.CodeNotEnrolled, "device %s is not enrolled for project %s: `roomrelay hub pair --project %s`, then `roomrelay enroll` on the device", c.Device, c.Project, c.Project)

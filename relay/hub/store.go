@@ -351,6 +351,12 @@ func (s *store) deviceForToken(ctx context.Context, token string) (*deviceRec, e
 	return d, nil
 }
 
+// device reads one device record.
+func (s *store) device(ctx context.Context, id string) (*deviceRec, error) {
+	d, _, err := getJSON[deviceRec](ctx, s.devices, id)
+	return d, err
+}
+
 // addProject enrolls an existing, unrevoked device for one more project.
 func (s *store) addProject(ctx context.Context, devID, project string) (*deviceRec, error) {
 	return s.updateDevice(ctx, devID, func(d *deviceRec) error {

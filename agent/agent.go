@@ -441,15 +441,15 @@ func (a *Agent) waitIdle(d time.Duration) bool {
 type endKind int
 
 const (
-	endError    endKind = iota // anything unexpected: back off
-	endShutdown                // ctx cancelled
-	endRevoked                 // close 4003
-	endVersion                 // close 4001
-	endReplaced                // close 4009: another instance of this device
-	endDrain                   // the hub asked us to move to a new session
-	endDrainClosed             // a draining node closed the session before the move: wait out its delay
-	endWake                    // the wall clock jumped: reconnect now
-	endSleep                   // AnnounceSleep
+	endError       endKind = iota // anything unexpected: back off
+	endShutdown                   // ctx cancelled
+	endRevoked                    // close 4003
+	endVersion                    // close 4001
+	endReplaced                   // close 4009: another instance of this device
+	endDrain                      // the hub asked us to move to a new session
+	endDrainClosed                // a draining node closed the session before the move: wait out its delay
+	endWake                       // the wall clock jumped: reconnect now
+	endSleep                      // AnnounceSleep
 )
 
 type sessionEnd struct {

@@ -337,7 +337,10 @@ func TestDrainThenCloseWaitsOutTheDelay(t *testing.T) {
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) {
 		c.Clock = clk
-		c.Rand = func(n int64) int64 { t.Error("a drain followed by a close must not use the jittered backoff"); return 0 }
+		c.Rand = func(n int64) int64 {
+			t.Error("a drain followed by a close must not use the jittered backoff")
+			return 0
+		}
 	})
 	start(t, a)
 	c1 := hub.next(t)

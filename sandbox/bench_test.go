@@ -34,14 +34,32 @@ func benchCorpus(tb testing.TB) (names []string, corpus map[string]map[string]st
 	return names, corpus
 }
 
+// TestCorpusPasses also pins each snippet's summary (the same figures the
+// Node harness prints), so the harness's steps keep doing the same work.
 func TestCorpusPasses(t *testing.T) {
+	want := map[string]struct{ elements, text, clicks int }{
+		"counter":       {4, 22, 2},
+		"standup-timer": {12, 58, 3},
+		"table":         {1207, 4373, 1},
+		"todo":          {18, 80, 5},
+	}
 	names, corpus := benchCorpus(t)
 	for _, n := range names {
 		res := smokeInProcess(t, corpus[n])
 		if !res.OK {
 			t.Errorf("%s: %s", n, res.Summary())
+			continue
 		}
 		t.Logf("%s: %s", n, res.Summary())
+		w, ok := want[n]
+		if !ok {
+			t.Errorf("%s: no expected summary", n)
+			continue
+		}
+		if res.Render.ElementCount != w.elements || res.Render.TextLength != w.text || res.Clicks != w.clicks {
+			t.Errorf("%s: %d elements, %d characters, %d clicks; want %d, %d, %d",
+				n, res.Render.ElementCount, res.Render.TextLength, res.Clicks, w.elements, w.text, w.clicks)
+		}
 	}
 }
 
@@ -66,7 +84,7 @@ func BenchmarkSmokeRunInProcess(b *testing.B) {
 	for _, n := range names {
 		b.Run(n, func(b *testing.B) {
 			for b.Loop() {
-				res, _ := smokeFiles(lib, corpus[n], testLimits)
+				res, _ := smokeFiles(corpus[n], func(b *Bundle) (*Result, bool) { return runBundle(lib, b, testLimits) })
 				if !res.OK {
 					b.Fatal(res.Summary())
 				}

@@ -4,11 +4,14 @@ package sandbox
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/evanw/esbuild/pkg/api"
 )
@@ -29,16 +32,17 @@ const snippetNS = "snippet"
 
 // Bundle is a built snippet.
 type Bundle struct {
-	// JS is a CommonJS module that requires only AllowedModules, with the
-	// source map inlined as a data: URL.
-	JS string
-	// Code is JS without the source map comment, and SourceMap the map (JSON).
-	Code      string
-	SourceMap []byte
+	// Code is a CommonJS module that requires only AllowedModules.
+	Code string
 	// CSS is the bundled stylesheet, empty when the snippet has none.
 	CSS string
 	// Warnings are esbuild warnings that were not promoted to errors.
 	Warnings []Message
+
+	files     map[string]string // for SourceMap
+	mapOnce   sync.Once
+	sourceMap []byte
+	mapErr    error
 }
 
 // BuildError is a failed build; Messages holds every error esbuild reported.
@@ -83,28 +87,8 @@ func Build(files map[string]string) (*Bundle, error) {
 	if _, ok := files[EntryPath]; !ok {
 		return nil, &BuildError{Messages: []Message{{Text: EntryPath + " is missing: it is the snippet's entry point"}}}
 	}
-	res := api.Build(api.BuildOptions{
-		// An entry path no host file can have (nothing lives below a
-		// device file), which the plugin maps to EntryPath: esbuild would
-		// otherwise look for EntryPath in the process's working directory.
-		EntryPoints: []string{hostlessEntry},
-		Bundle:      true,
-		Write:       false,
-		Outdir:      "out",
-		Format:      api.FormatCommonJS,
-		Platform:    api.PlatformNeutral,
-		Target:      api.ES2022,
-		// goja lacks async generators, for-await and import(); esbuild
-		// lowers them (import() to a require that the sandbox refuses).
-		Supported:       map[string]bool{"async-generator": false, "for-await": false, "dynamic-import": false},
-		JSX:             api.JSXAutomatic,
-		JSXImportSource: "react",
-		Sourcemap:       api.SourceMapExternal,
-		TsconfigRaw:     tsconfig,
-		Charset:         api.CharsetUTF8,
-		LogLevel:        api.LogLevelSilent,
-		Plugins:         []api.Plugin{snippetPlugin(files)},
-	})
+	files = maps.Clone(files) // SourceMap may build them again
+	res := api.Build(buildOptions(files, api.SourceMapNone))
 	var errs []Message
 	for _, m := range res.Errors {
 		errs = append(errs, convertMessage(m))
@@ -124,22 +108,89 @@ func Build(files map[string]string) (*Bundle, error) {
 	if len(errs) > 0 {
 		return nil, &BuildError{Messages: errs}
 	}
-	b := &Bundle{Warnings: warns}
+	b := &Bundle{Warnings: warns, files: files}
 	for _, f := range res.OutputFiles {
 		switch {
-		case strings.HasSuffix(f.Path, ".js.map"):
-			b.SourceMap = f.Contents
 		case strings.HasSuffix(f.Path, ".js"):
 			b.Code = string(f.Contents)
 		case strings.HasSuffix(f.Path, ".css"):
 			b.CSS = string(f.Contents)
 		}
 	}
-	if b.Code == "" || b.SourceMap == nil {
+	if b.Code == "" {
 		return nil, &BuildError{Messages: []Message{{Text: "esbuild produced no JavaScript output"}}}
 	}
-	b.JS = b.Code + "//# sourceMappingURL=data:application/json;base64," + base64.StdEncoding.EncodeToString(b.SourceMap) + "\n"
 	return b, nil
+}
+
+// SourceMap is the bundle's source map (JSON with positions only, not the
+// sources' content). Writing it costs about a sixth of a build and only a
+// failure's location needs it, so it is made on first use by building the
+// files again with a map; esbuild's code does not depend on whether it
+// writes one, and a map for code other than Code is refused.
+func (b *Bundle) SourceMap() ([]byte, error) {
+	b.mapOnce.Do(func() { b.sourceMap, b.mapErr = b.buildSourceMap() })
+	return b.sourceMap, b.mapErr
+}
+
+func (b *Bundle) buildSourceMap() ([]byte, error) {
+	if b.files == nil {
+		return nil, errors.New("source map: the bundle was not built by Build")
+	}
+	res := api.Build(buildOptions(b.files, api.SourceMapExternal))
+	if len(res.Errors) > 0 {
+		return nil, fmt.Errorf("source map: the second build failed: %s", convertMessage(res.Errors[0]))
+	}
+	var code string
+	var sm []byte
+	for _, f := range res.OutputFiles {
+		switch {
+		case strings.HasSuffix(f.Path, ".js.map"):
+			sm = f.Contents
+		case strings.HasSuffix(f.Path, ".js"):
+			code = string(f.Contents)
+		}
+	}
+	if sm == nil || code != b.Code {
+		return nil, errors.New("source map: the second build differs from the bundle")
+	}
+	return sm, nil
+}
+
+// JS is Code with the source map inlined as a data: URL, for tools that
+// read a single file.
+func (b *Bundle) JS() (string, error) {
+	sm, err := b.SourceMap()
+	if err != nil {
+		return "", err
+	}
+	return b.Code + "//# sourceMappingURL=data:application/json;base64," + base64.StdEncoding.EncodeToString(sm) + "\n", nil
+}
+
+func buildOptions(files map[string]string, sourceMap api.SourceMap) api.BuildOptions {
+	return api.BuildOptions{
+		// An entry path no host file can have (nothing lives below a
+		// device file), which the plugin maps to EntryPath: esbuild would
+		// otherwise look for EntryPath in the process's working directory.
+		EntryPoints: []string{hostlessEntry},
+		Bundle:      true,
+		Write:       false,
+		Outdir:      "out",
+		Format:      api.FormatCommonJS,
+		Platform:    api.PlatformNeutral,
+		Target:      api.ES2022,
+		// goja lacks async generators, for-await and import(); esbuild
+		// lowers them (import() to a require that the sandbox refuses).
+		Supported:       map[string]bool{"async-generator": false, "for-await": false, "dynamic-import": false},
+		JSX:             api.JSXAutomatic,
+		JSXImportSource: "react",
+		Sourcemap:       sourceMap,
+		SourcesContent:  api.SourcesContentExclude,
+		TsconfigRaw:     tsconfig,
+		Charset:         api.CharsetUTF8,
+		LogLevel:        api.LogLevelSilent,
+		Plugins:         []api.Plugin{snippetPlugin(files)},
+	}
 }
 
 func convertMessage(m api.Message) Message {
@@ -221,6 +272,11 @@ var sourceMapCommentRE = regexp.MustCompile(`(//|/\*)[#@] sourceMappingURL=(\S*)
 // literal that merely looks like such a comment is refused too; a snippet
 // has no reason to carry one.
 func externalSourceMap(file, src string) *api.Message {
+	// The regexp has no literal prefix to scan for; most files hold no
+	// such comment at all.
+	if !strings.Contains(src, "sourceMappingURL=") {
+		return nil
+	}
 	for _, m := range sourceMapCommentRE.FindAllStringSubmatchIndex(src, -1) {
 		url := src[m[4]:m[5]]
 		if strings.HasPrefix(url, "data:") {

@@ -30,11 +30,15 @@ func TestBuildExample(t *testing.T) {
 		t.Errorf("CSS missing from the bundle: %q", b.CSS)
 	}
 	const prefix = "//# sourceMappingURL=data:application/json;base64,"
-	i := strings.LastIndex(b.JS, prefix)
+	js, err := b.JS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.LastIndex(js, prefix)
 	if i < 0 {
 		t.Fatal("no inline source map")
 	}
-	sm, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b.JS[i+len(prefix):]))
+	sm, err := base64.StdEncoding.DecodeString(strings.TrimSpace(js[i+len(prefix):]))
 	if err != nil || !strings.Contains(string(sm), `"snippet:src/App.tsx"`) {
 		t.Fatalf("inline source map: %v %.200s", err, sm)
 	}
@@ -126,5 +130,24 @@ func TestBuildIgnoresTheWorkingDirectory(t *testing.T) {
 	_, err = Build(map[string]string{EntryPath: `import { x } from "./util"; export default function App() { return <p>{x}</p> }`})
 	if err == nil || !strings.Contains(err.Error(), "no file src/util in the snippet") {
 		t.Fatalf("an import only the decoy has: %v", err)
+	}
+}
+
+// TestSourceMapMatchesTheBundle: the source map, made by a second build on
+// demand, belongs to the bundle's code for every corpus snippet.
+func TestSourceMapMatchesTheBundle(t *testing.T) {
+	names, corpus := benchCorpus(t)
+	for _, n := range names {
+		b, err := Build(corpus[n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.sourceMap != nil {
+			t.Errorf("%s: source map made by Build", n)
+		}
+		sm, err := b.SourceMap()
+		if err != nil || !strings.Contains(string(sm), `"snippet:src/App.tsx"`) || strings.Contains(string(sm), "sourcesContent") {
+			t.Errorf("%s: %v %.200s", n, err, sm)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // app wraps a component body into a snippet with a default export.
@@ -249,5 +250,52 @@ func TestPrototypePoisoningDoesNotLeak(t *testing.T) {
 	}
 	if st := p.Stats(); st.Spawned != 1 {
 		t.Fatalf("want both runs in one worker, spawned %d", st.Spawned)
+	}
+}
+
+// TestWarmRuntimeIsFresh: the runtime a worker prepares ahead of a request
+// is new for every run. A global and a prototype property set by one run
+// are not there in the next one in the same worker, also when a failed
+// build in between left a prepared runtime unused.
+func TestWarmRuntimeIsFresh(t *testing.T) {
+	p := newTestPool(t, func(c *Config) { c.Workers = 1 })
+	setter := app(`(globalThis as any).leaked = "run 1"; Object.defineProperty(Object.prototype, "polluted", { value: 1 }); console.log("set:", typeof (globalThis as any).leaked); return null;`)
+	checker := app(`console.log("seen:", typeof (globalThis as any).leaked, typeof ({} as any).polluted); return null;`)
+	broken := map[string]string{EntryPath: "export default function App() {\n  return <p>{1 +}</p>;\n}\n"}
+	runs := []struct {
+		files   map[string]string
+		phase   Phase
+		console []string
+	}{
+		{setter, PhaseDone, []string{"log: set: string"}},
+		{broken, PhaseBuild, nil},
+		{checker, PhaseDone, []string{"log: seen: undefined undefined"}},
+		{setter, PhaseDone, []string{"log: set: string"}},
+		{checker, PhaseDone, []string{"log: seen: undefined undefined"}},
+	}
+	for i, r := range runs {
+		res := smoke(t, p, r.files)
+		if res.Phase != r.phase || !slices.Equal(res.Console, r.console) {
+			t.Fatalf("run %d: %s, console %q; want phase %s, console %q", i+1, res.Summary(), res.Console, r.phase, r.console)
+		}
+	}
+	if st := p.Stats(); st.Spawned != 1 {
+		t.Fatalf("want every run in one worker, spawned %d", st.Spawned)
+	}
+}
+
+// TestGarbageIsNotMemory: a run that keeps a few dozen MiB and allocates
+// several times the heap limit in garbage passes; the watchdog counts what
+// survives a collection, not what the worker's lazy GC has not freed yet.
+func TestGarbageIsNotMemory(t *testing.T) {
+	// A long time limit: this is about memory, and race builds are slow.
+	p := newTestPool(t, func(c *Config) { c.Workers = 1; c.Timeout = time.Minute })
+	res := smoke(t, p, app(`const keep: string[] = [];
+  for (let i = 0; i < 30; i++) keep.push(String.fromCharCode(97 + (i % 26)).repeat(1 << 20));
+  let n = 0;
+  for (let i = 0; i < 400; i++) n += (String(i) + "-").repeat(1 << 18).length;
+  return <p>{keep.length + " " + n}</p>;`))
+	if !res.OK {
+		t.Fatalf("%s", res.Summary())
 	}
 }

@@ -23,17 +23,21 @@ func applyDataLimit(limit int64) (string, error) {
 // currentRSS is the resident set size of this process, 0 if unknown.
 func currentRSS() int64 { return rssOf("self") }
 
-// rssOf reads VmRSS of a process from /proc.
+// rssOf reads a process's resident set size from /proc/PID/statm (the
+// same figure as VmRSS in status, in pages, and cheaper to read: the worker
+// reports it with every response).
 func rssOf(pid string) int64 {
-	b, err := os.ReadFile("/proc/" + pid + "/status")
+	b, err := os.ReadFile("/proc/" + pid + "/statm")
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
 	}
-	return 0
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
 }

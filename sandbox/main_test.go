@@ -79,6 +79,11 @@ func dyingWorker(mode string) {
 	case "oom":
 		fmt.Fprintln(os.Stderr, "fatal error: runtime: out of memory")
 		os.Exit(2)
+	case "thread":
+		// What a worker at its RLIMIT_DATA cap says when no stack can be
+		// mapped for a new thread.
+		fmt.Fprintln(os.Stderr, "runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort")
+		os.Exit(2)
 	case "panic":
 		panic("worker bug")
 	case "garbage":

@@ -34,8 +34,10 @@ type Pool struct {
 	nextID  uint64
 	stats   PoolStats
 	workers map[*worker]struct{}
+	running int // runs holding a slot
 
-	stop chan struct{}
+	stop chan struct{}  // closed by Close: runs in flight stop
+	runs sync.WaitGroup // runs holding a slot; Add only while not closed
 	wg   sync.WaitGroup // the reaper and every worker's waiter
 }
 
@@ -47,6 +49,7 @@ type PoolStats struct {
 	Recycled int `json:"recycled"` // retired after a limit or RecycleAfter runs
 	Reaped   int `json:"reaped"`   // exited after IdleTimeout
 	Live     int `json:"live"`
+	Running  int `json:"running"` // smoke-runs in flight
 	// WorkerPIDs and WorkerRSS (the resident size each last reported)
 	// describe the live workers.
 	WorkerPIDs []int   `json:"worker_pids,omitempty"`
@@ -86,6 +89,7 @@ func (p *Pool) Stats() PoolStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Live = len(p.workers)
+	s.Running = p.running
 	s.WorkerPIDs, s.WorkerRSS = nil, nil
 	for w := range p.workers {
 		s.WorkerPIDs = append(s.WorkerPIDs, w.pid)
@@ -127,6 +131,10 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 		return nil, ErrClosed
 	}
 	defer func() { <-p.sem }()
+	if !p.enter() {
+		return nil, ErrClosed
+	}
+	defer p.leave()
 
 	w, err := p.take(ctx, libs)
 	if err != nil {
@@ -137,7 +145,7 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 	id := p.nextID
 	p.mu.Unlock()
 
-	resp, err := w.do(ctx, workerRequest{ID: id, Files: files}, p.cfg.Timeout+p.cfg.KillGrace)
+	resp, err := w.do(ctx, p.stop, workerRequest{ID: id, Files: files}, p.cfg.Timeout+p.cfg.KillGrace)
 	if err == nil && (resp.Error != "" || resp.ID != id) {
 		// A worker that breaks the protocol is not trusted further.
 		w.shutdown(p.cfg.KillGrace)
@@ -159,6 +167,9 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 		p.forget(w)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrClosed) {
+			return nil, ErrClosed
 		}
 		res := p.deadWorkerResult(w, err)
 		res.DurationMS = millis(time.Since(start))
@@ -186,6 +197,26 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 	return res, nil
 }
 
+// enter counts a run in flight unless the pool is closed: Close waits for
+// the runs it counted, and no run starts a worker after Close.
+func (p *Pool) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.running++
+	p.runs.Add(1)
+	return true
+}
+
+func (p *Pool) leave() {
+	p.mu.Lock()
+	p.running--
+	p.mu.Unlock()
+	p.runs.Done()
+}
+
 // deadWorkerResult explains a run whose worker had to be killed or died.
 func (p *Pool) deadWorkerResult(w *worker, err error) *Result {
 	tail := w.stderr.String()
@@ -198,7 +229,10 @@ func (p *Pool) deadWorkerResult(w *worker, err error) *Result {
 	p.mu.Unlock()
 	p.log.Warn("sandbox worker lost", "pid", w.pid, "err", err, "stderr", truncate(tail, 2000))
 	switch {
-	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory"):
+	// At the RLIMIT_DATA cap the Go runtime fails to map memory, or
+	// glibc fails to map a new thread's stack.
+	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") ||
+		strings.Contains(tail, "pthread_create failed"):
 		return failResult(PhaseMemory, "the snippet exhausted the sandbox's memory limit (%d MiB); the worker was stopped", p.cfg.MemoryLimitBytes>>20)
 	case errors.Is(err, errKilled):
 		return failResult(PhaseTimeout, "the snippet ran past the %s limit inside a built-in that cannot be interrupted (a huge array fill, string repeat or backtracking regex?); the worker was killed", p.cfg.Timeout)
@@ -305,13 +339,16 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 		KillGraceMS:      p.cfg.KillGrace.Milliseconds(),
 		MemoryLimitBytes: p.cfg.MemoryLimitBytes,
 	}}
-	resp, err := w.do(ctx, init, spawnTimeout)
+	resp, err := w.do(ctx, p.stop, init, spawnTimeout)
 	if err == nil && !resp.Ready {
 		err = fmt.Errorf("not ready: %s", resp.Error)
 	}
 	if err != nil {
 		w.shutdown(p.cfg.KillGrace)
 		p.forget(w)
+		if errors.Is(err, ErrClosed) {
+			return nil, ErrClosed
+		}
 		return nil, fmt.Errorf("start sandbox worker: %w (stderr: %s)", err, truncate(strings.TrimSpace(w.stderr.String()), 500))
 	}
 	p.mu.Lock()
@@ -357,9 +394,9 @@ func (p *Pool) reap() {
 	}
 }
 
-// Close stops the idle workers and waits for every worker process and
-// goroutine of the pool to end. Runs in flight finish (within their time
-// limit) and then stop their worker.
+// Close stops every worker and waits for every worker process and
+// goroutine of the pool to end. Runs in flight are stopped (their workers
+// killed) and return ErrClosed, as do runs waiting for a worker.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -375,6 +412,9 @@ func (p *Pool) Close() error {
 		w.shutdown(p.cfg.KillGrace)
 		p.forget(w)
 	}
+	// Every worker that is not idle belongs to a run in flight, which
+	// stops it; after the runs, nothing starts a worker any more.
+	p.runs.Wait()
 	p.wg.Wait()
 	return nil
 }
@@ -411,8 +451,9 @@ func (w *worker) onLine(line []byte) {
 }
 
 // do sends req and waits up to wait for the answer; past that the worker is
-// SIGKILLed and errKilled returned.
-func (w *worker) do(ctx context.Context, req workerRequest, wait time.Duration) (workerResponse, error) {
+// SIGKILLed and errKilled returned. When stop closes first the worker is
+// killed and ErrClosed returned.
+func (w *worker) do(ctx context.Context, stop <-chan struct{}, req workerRequest, wait time.Duration) (workerResponse, error) {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return workerResponse{}, err
@@ -438,6 +479,9 @@ func (w *worker) do(ctx context.Context, req workerRequest, wait time.Duration) 
 	case <-ctx.Done():
 		w.kill()
 		return workerResponse{}, ctx.Err()
+	case <-stop:
+		w.kill()
+		return workerResponse{}, ErrClosed
 	}
 }
 

@@ -5,11 +5,11 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -89,31 +89,50 @@ func TestPoolIdleWorkersExit(t *testing.T) {
 	}
 }
 
+// TestPoolClose closes the pool with two runs in their workers and one
+// waiting for a worker: Close stops them all (ErrClosed), and when it
+// returns no worker of the pool is left.
 func TestPoolClose(t *testing.T) {
-	p := newTestPool(t, nil)
-	var wg sync.WaitGroup
-	for i := 0; i < 2; i++ {
-		wg.Add(1)
+	// The runs would end at the time limit only, a minute away.
+	p := newTestPool(t, func(c *Config) { c.Timeout = time.Minute })
+	files := app(`while (true) {} return null;`)
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
 		go func() {
-			defer wg.Done()
-			if res, err := p.SmokeRun(context.Background(), exampleFiles(t)); err != nil || !res.OK {
-				t.Errorf("run: %v %v", err, res)
+			res, err := p.SmokeRun(context.Background(), files)
+			if err == nil {
+				err = fmt.Errorf("a result: %s", res.Summary())
 			}
+			errs <- err
 		}()
 	}
-	wg.Wait()
+	deadline := time.Now().Add(time.Minute)
+	for st := p.Stats(); st.Running != 2 || st.Live != 2; st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("two runs never got their workers: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	pids := p.Stats().WorkerPIDs
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Stats(); st.Live != 0 {
-		t.Fatalf("live workers after Close: %+v", st)
+	if st := p.Stats(); st.Live != 0 || st.Running != 0 {
+		t.Errorf("workers or runs left after Close: %+v", st)
 	}
 	for _, pid := range pids {
 		assertGone(t, pid)
 	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Errorf("run in flight during Close: %v, want ErrClosed", err)
+		}
+	}
 	if _, err := p.SmokeRun(context.Background(), exampleFiles(t)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("SmokeRun after Close: %v", err)
+	}
+	if st := p.Stats(); st.Killed != 0 || st.Died != 0 {
+		t.Errorf("stopped runs counted as lost workers: %+v", st)
 	}
 }
 
@@ -205,6 +224,7 @@ func TestDeadWorkerResults(t *testing.T) {
 		msg   string
 	}{
 		{"oom", PhaseMemory, "memory limit"},
+		{"thread", PhaseMemory, "memory limit"},
 		{"panic", PhaseCrash, "panic: worker bug"},
 		{"exit", PhaseCrash, "exit status 1"},
 		{"garbage", PhaseCrash, "unreadable response"},

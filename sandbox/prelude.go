@@ -2,6 +2,50 @@
 
 package sandbox
 
+import "github.com/dop251/goja"
+
+// install sets up the globals a snippet sees: console, timers on the virtual
+// clock, queueMicrotask, a fetch that never settles, and a virtual Date.
+func (r *run) install() error {
+	vm := r.vm
+	vm.SetPromiseRejectionTracker(func(p *goja.Promise, op goja.PromiseRejectionOperation) {
+		if op == goja.PromiseRejectionReject {
+			r.rejectN++
+			r.rejected[p] = r.rejectN
+		} else {
+			delete(r.rejected, p)
+		}
+	})
+	host := vm.NewObject()
+	set := func(name string, fn func(goja.FunctionCall) goja.Value) {
+		_ = host.Set(name, fn)
+	}
+	set("now", func(goja.FunctionCall) goja.Value { return vm.ToValue(r.clock.now) })
+	set("log", func(c goja.FunctionCall) goja.Value {
+		r.console.log(c.Argument(0).String(), c.Arguments[1:])
+		return goja.Undefined()
+	})
+	set("setTimer", func(c goja.FunctionCall) goja.Value {
+		return vm.ToValue(r.setTimer(c.Argument(0), c.Argument(1), c.Argument(2).ToBoolean(), c.Arguments[3:]))
+	})
+	set("clearTimer", func(c goja.FunctionCall) goja.Value {
+		if id := c.Argument(0).ToInteger(); id > 0 {
+			r.clock.clearTimer(id)
+		}
+		return goja.Undefined()
+	})
+	fn, err := vm.RunProgram(r.lib.prelude)
+	if err != nil {
+		return err
+	}
+	helpers, err := r.call(fn, host)
+	if err != nil {
+		return err
+	}
+	r.helpers = helpers.ToObject(vm)
+	return nil
+}
+
 // preludeSource runs first in every fresh runtime. It receives the host
 // functions (virtual clock, console sink, timers), installs the globals a
 // snippet may use and returns the harness helpers. Built-ins the harness
@@ -82,13 +126,16 @@ function clickHandlers(root) {
   });
   return out;
 }
-function click(handler) {
+// React DOM runs a click's handlers in one batch, so their setState calls
+// render once; the test renderer's legacy root renders after each of them
+// unless it is asked to batch.
+function click(TR, handler) {
   var ev = {
     type: "click", bubbles: true, defaultPrevented: false, target: { value: "", checked: false }, currentTarget: {},
     nativeEvent: {}, preventDefault: function () { ev.defaultPrevented = true; }, stopPropagation: function () {},
     persist: function () {}
   };
-  handler(ev);
+  TR.unstable_batchedUpdates(function () { handler(ev); });
 }
 function unmount(root) { root.unmount(); }
 return { render: render, toJSON: toJSON, clickHandlers: clickHandlers, click: click, unmount: unmount };

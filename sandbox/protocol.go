@@ -7,10 +7,14 @@ import (
 )
 
 // This file is what the parent (Pool) and the worker (WorkerMain) share. The
-// worker side (build.go, engine.go, prelude.go, worker.go) links esbuild and
-// goja and is left out of the device build (-tags agentonly); there the
-// worker is the separate binary cmd/roomrelay-sandbox, so the agent process
-// carries no JavaScript engine.
+// worker side links esbuild and goja and is left out of the device build
+// (-tags agentonly); there the worker is the separate binary
+// cmd/roomrelay-sandbox, so the agent process carries no JavaScript engine.
+// Worker side, one concern a file: build.go (esbuild), run.go (one
+// smoke-run and its steps), modules.go (module loader), clock.go (virtual
+// clock and timers), console.go, prelude.go (the globals), failure.go and
+// location.go (error messages and snippet positions), summary.go (render
+// summary), worker.go (the worker process).
 
 // Worker protocol: one JSON object per line on the worker's stdin and
 // stdout. The parent sends an init message first (the verified library

@@ -14,6 +14,9 @@ import (
 	"time"
 )
 
+// workerGCPercent is the worker's GOGC.
+const workerGCPercent = 400
+
 // WorkerMain is the body of the hidden worker subcommand: it serves
 // smoke-run requests from stdin until stdin closes and returns the process
 // exit code. It must run in its own process (it lowers the process's memory
@@ -43,8 +46,12 @@ func WorkerMain(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	}
 	// The watchdog interrupts at 40% of the cap; the GC's soft limit sits
 	// well above it (at 60%) so the GC does not thrash before it fires.
+	// A run's live heap is a few MiB and most of what it allocates is
+	// garbage at its end, so the GC may wait longer than by default; the
+	// soft limit still makes it collect as the heap nears the cap.
 	heapLimit := uint64(in.MemoryLimitBytes) * 4 / 10
 	debug.SetMemoryLimit(in.MemoryLimitBytes * 6 / 10)
+	debug.SetGCPercent(workerGCPercent)
 	debug.SetMaxStack(128 << 20)
 	lib, err := compileLibraries(in.Libraries)
 	in.Libraries = nil
@@ -60,6 +67,19 @@ func WorkerMain(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 		return 1
 	}
 
+	// The next run's runtime (globals, React, the test renderer) is
+	// prepared while the worker waits for the request, or alongside its
+	// build when requests come back to back. A build that fails leaves it
+	// unused for the next request.
+	bundles := make(chan *Bundle)
+	results := make(chan runResult)
+	go runner(lib, lim, bundles, results)
+	defer close(bundles)
+	exec := func(b *Bundle) (*Result, bool) {
+		bundles <- b
+		o := <-results
+		return o.res, o.hitLimit
+	}
 	for ctx.Err() == nil {
 		var req workerRequest
 		if err := dec.Decode(&req); err != nil {
@@ -71,7 +91,7 @@ func WorkerMain(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 		// The parent kills a worker stuck in a Go built-in; this is the
 		// backstop for when the parent is gone.
 		backstop := time.AfterFunc(timeout+3*grace, func() { os.Exit(3) })
-		res, recycle := smokeFiles(lib, req.Files, lim)
+		res, recycle := smokeFiles(req.Files, exec)
 		backstop.Stop()
 		resp := workerResponse{ID: req.ID, Result: res, Recycle: recycle, RSSBytes: currentRSS()}
 		if err := enc.Encode(resp); err != nil {
@@ -84,8 +104,8 @@ func WorkerMain(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	return 0
 }
 
-// smokeFiles builds and runs one snippet.
-func smokeFiles(lib *libraries, files map[string]string, lim runLimits) (*Result, bool) {
+// smokeFiles builds files and smoke-runs the bundle with exec.
+func smokeFiles(files map[string]string, exec func(*Bundle) (*Result, bool)) (*Result, bool) {
 	start := time.Now()
 	b, err := Build(files)
 	if err != nil {
@@ -99,7 +119,31 @@ func smokeFiles(lib *libraries, files map[string]string, lim runLimits) (*Result
 		res.DurationMS = millis(time.Since(start))
 		return res, false
 	}
-	res, recycle := runBundle(lib, b, lim)
+	res, recycle := exec(b)
 	res.DurationMS = millis(time.Since(start))
 	return res, recycle
+}
+
+type runResult struct {
+	res      *Result
+	hitLimit bool
+}
+
+// runner serves the worker's runs: it prepares a fresh runtime, waits for
+// the bundle to run in it, runs it, and starts over with another fresh
+// runtime. Each runtime is used by this goroutine only, for one snippet;
+// the goroutine lives on so its grown stack serves the next run too.
+func runner(lib *libraries, lim runLimits, bundles <-chan *Bundle, results chan<- runResult) {
+	for {
+		r := newRun(lib, lim)
+		b, ok := <-bundles
+		if !ok {
+			return
+		}
+		res, hit := r.exec(b)
+		results <- runResult{res, hit}
+		if hit {
+			return // the worker retires; no runtime for a next run
+		}
+	}
 }

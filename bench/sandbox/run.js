@@ -145,7 +145,8 @@ async function smoke(files) {
     return false;
   });
   for (const h of handlers) {
-    h({ type: "click", preventDefault() {}, stopPropagation() {}, target: {}, currentTarget: {} });
+    // One batch per click, as React DOM does and as the Go sandbox does.
+    TR.unstable_batchedUpdates(() => h({ type: "click", preventDefault() {}, stopPropagation() {}, target: {}, currentTarget: {} }));
     await advance(0);
   }
   await advance(3000);

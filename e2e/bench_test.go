@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -42,6 +43,9 @@ func BenchmarkCommandRoundTrip(b *testing.B) {
 		}
 	}
 	waitState(b, h, dv.id, hubapi.StateOnline)
+	// Enough idle connections for 50 callers: http.DefaultClient keeps 2
+	// per host, and the churn would be measured instead of the hub.
+	h.client.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 128}}
 
 	for _, tc := range []struct {
 		name string

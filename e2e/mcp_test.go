@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -247,6 +248,10 @@ func mcpFlow(t *testing.T, h *runningHub) {
 	detail, err := owner.GetProposal(ctx, first.ProposalID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The owner sees which client token proposed it.
+	if want := fmt.Sprintf("MCP client token %q (%s)", write.Name, write.ID); detail.ProposedBy != want {
+		t.Errorf("proposed_by %q, want %q", detail.ProposedBy, want)
 	}
 	clicked := time.Now()
 	approved, err := owner.ApproveProposal(ctx, first.ProposalID, detail.ContentHash)

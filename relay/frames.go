@@ -81,7 +81,14 @@ type Command struct {
 	Name      string          `json:"name"`
 	Args      json.RawMessage `json:"args,omitempty"`
 	Deadline  time.Time       `json:"deadline"`
+	// Caller is who sent the command, as the hub names it (an MCP client
+	// token's name and id, or the admin API), at most MaxCallerBytes. The
+	// device shows it to the owner with a proposal; it grants nothing.
+	Caller string `json:"caller,omitempty"`
 }
+
+// MaxCallerBytes bounds Command.Caller.
+const MaxCallerBytes = 160
 
 // Result answers a command.
 type Result struct {

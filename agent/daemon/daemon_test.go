@@ -163,3 +163,19 @@ func TestBuildSummaryHidesOwnerAppText(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerIsKeptPrintable: the caller name comes from the network; the
+// device keeps it without controls or bidi overrides, cut to its bound on a
+// rune boundary.
+func TestCallerIsKeptPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"MCP client token \"ci\" (ct_1)": "MCP client token \"ci\" (ct_1)",
+		"evil\u202egnp.exe\x1b[2J":       "evilgnp.exe[2J",
+		strings.Repeat("é", 200):         strings.Repeat("é", relay.MaxCallerBytes/2),
+		"bad\xffutf8":                    "badutf8",
+	} {
+		if got := caller(&relay.Command{Caller: in}); got != want {
+			t.Errorf("caller(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

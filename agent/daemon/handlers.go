@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/rooms"
@@ -95,7 +97,7 @@ func (d *Daemon) registerHandlers() {
 			return nil, err
 		}
 		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceSnippet,
-			Name: a.Name, Files: a.Files, IdempotencyKey: a.IdempotencyKey})
+			Name: a.Name, Files: a.Files, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
 	})
 	d.agent.Register(relay.CmdProposeRoomRepoApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
 		var a relay.ProposeRepoArgs
@@ -103,7 +105,7 @@ func (d *Daemon) registerHandlers() {
 			return nil, err
 		}
 		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceRepo,
-			Name: a.Name, RepositoryID: a.RepositoryID, VersionID: a.VersionID, IdempotencyKey: a.IdempotencyKey})
+			Name: a.Name, RepositoryID: a.RepositoryID, VersionID: a.VersionID, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
 	})
 	d.agent.Register(relay.CmdSmokeRunRoomApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
 		var a relay.SmokeRunArgs
@@ -119,6 +121,23 @@ func (d *Daemon) registerHandlers() {
 		}
 		return smokeSummary(res), nil
 	})
+}
+
+// caller is the command's Caller as the device keeps it: valid UTF-8,
+// printable, cut to relay.MaxCallerBytes (it comes from the network).
+func caller(cmd *relay.Command) string {
+	c := strings.ToValidUTF8(cmd.Caller, "")
+	c = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return -1
+		}
+		return r
+	}, c)
+	for len(c) > relay.MaxCallerBytes {
+		_, size := utf8.DecodeLastRuneInString(c)
+		c = c[:len(c)-size]
+	}
+	return c
 }
 
 // ProposalResult is what the propose_* commands return.

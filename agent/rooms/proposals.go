@@ -43,6 +43,9 @@ type NewProposal struct {
 	RepositoryID   string            // repo
 	VersionID      string            // repo
 	IdempotencyKey string
+	// ProposedBy is who sent it, as the hub named the caller
+	// (relay.Command.Caller); for the owner's eyes only.
+	ProposedBy string
 	// ContentHash is what the owner's approval binds to. Leave it empty to
 	// have it derived (ProposalContentHash); if set it must equal that.
 	ContentHash string
@@ -65,6 +68,7 @@ type Proposal struct {
 	CreatedAt      time.Time `json:"created_at"`
 	DecidedAt      time.Time `json:"decided_at,omitzero"`
 	InstanceID     string    `json:"instance_id,omitempty"` // the app an approval created
+	ProposedBy     string    `json:"proposed_by,omitempty"` // the caller as the hub named it
 }
 
 // ProposalDetail is a proposal with every file, for the owner's review. A
@@ -109,7 +113,7 @@ func ProposalContentHash(kind Source, files map[string]string, repositoryID, ver
 }
 
 const proposalColumns = `p.id, r.project_id, p.room_id, p.kind, p.name, p.repository_id, p.version_id,
-	p.idempotency_key, p.content_hash, p.state, p.created_at, p.decided_at, coalesce(p.instance_id, ''),
+	p.idempotency_key, p.content_hash, p.state, p.created_at, p.decided_at, coalesce(p.instance_id, ''), p.proposed_by,
 	(SELECT count(*) FROM proposal_files f WHERE f.proposal_id = p.id),
 	(SELECT coalesce(sum(length(CAST(f.content AS BLOB))), 0) FROM proposal_files f WHERE f.proposal_id = p.id)`
 
@@ -120,7 +124,7 @@ func scanProposal(row scanner) (Proposal, error) {
 	var created int64
 	var decided sql.NullInt64
 	err := row.Scan(&p.ID, &p.Project, &p.RoomID, &p.Kind, &p.Name, &p.RepositoryID, &p.VersionID,
-		&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID,
+		&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID, &p.ProposedBy,
 		&p.FileCount, &p.TotalBytes)
 	if err != nil {
 		return Proposal{}, err
@@ -212,10 +216,10 @@ func (s *Store) CreateProposal(ctx context.Context, np NewProposal) (Proposal, b
 	id := newID("prop_")
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO proposals (id, room_id, kind, name, repository_id, version_id, idempotency_key,
-		                       content_hash, state, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+		                       content_hash, state, created_at, proposed_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
 		id, np.RoomID, string(np.Kind), np.Name, np.RepositoryID, np.VersionID, np.IdempotencyKey,
-		hash, ms(s.now())); err != nil {
+		hash, ms(s.now()), np.ProposedBy); err != nil {
 		return Proposal{}, false, fmt.Errorf("rooms: create proposal: %w", err)
 	}
 	for path, content := range np.Files {

@@ -332,6 +332,9 @@ type Call struct {
 	Name    string
 	Args    json.RawMessage
 	Timeout time.Duration // 0: DefaultCommandTimeout; at most MaxCommandTimeout
+	// Caller names who sends it, for the device owner's eyes (a proposal
+	// shows it); "" is the admin API.
+	Caller string
 }
 
 // requestSlack is added to a command's deadline for the NATS request, so an
@@ -393,8 +396,11 @@ func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
 	case !d.hasProject(c.Project):
 		return fail(relay.CodeNotEnrolled, "device %s is not enrolled for project %s: `roomrelay hub pair --project %s`, then `roomrelay enroll` on the device", c.Device, c.Project, c.Project)
 	}
+	if c.Caller == "" {
+		c.Caller = "the hub's admin API"
+	}
 	cmd := relay.Command{ID: c.ID, ProjectID: c.Project, Name: c.Name, Args: c.Args,
-		Deadline: h.cfg.Now().Add(c.Timeout).UTC()}
+		Deadline: h.cfg.Now().Add(c.Timeout).UTC(), Caller: cleanText(c.Caller, relay.MaxCallerBytes)}
 	// The agent reads frames up to the same limit: a command whose frame
 	// is larger would make it drop its socket.
 	// (The envelope beyond the args is under 1 KiB: encode only near it.)

@@ -239,7 +239,8 @@ func (f *Front) deviceTool(name string) mcp.ToolHandler {
 			return c.fail(rerr), nil
 		}
 		c.device = dev
-		res := f.hub.Command(ctx, hub.Call{Device: dev, Project: c.client.Project, Name: name, Args: args, Timeout: f.cfg.CommandTimeout})
+		res := f.hub.Command(ctx, hub.Call{Device: dev, Project: c.client.Project, Name: name, Args: args, Timeout: f.cfg.CommandTimeout,
+			Caller: fmt.Sprintf("MCP client token %q (%s)", c.client.Name, c.client.TokenID)})
 		if res.Error != nil || !res.OK {
 			e := res.Error
 			if e == nil {

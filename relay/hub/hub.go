@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -55,9 +56,12 @@ type Hub struct {
 	byDev    map[string][]*session           // by device id (usually one)
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	revoked  map[string]time.Time            // devices revoked lately (noteRevoked)
-	sessWG   sync.WaitGroup
-	reqWG    sync.WaitGroup // HTTP handlers, including agent sockets
-	emptyCh  chan struct{}  // closed when sessions becomes empty while closing
+
+	waitsParked  atomic.Int64 // WaitProposal calls waiting now
+	waitsStarted atomic.Int64 // ever, for tests
+	sessWG       sync.WaitGroup
+	reqWG        sync.WaitGroup // HTTP handlers, including agent sockets
+	emptyCh      chan struct{}  // closed when sessions becomes empty while closing
 }
 
 // New checks cfg and returns a hub that is not yet running.

@@ -607,12 +607,19 @@ func TestEventsAndProposals(t *testing.T) {
 	}
 	waited := make(chan *hubapi.DeviceEvent, 1)
 	go func() {
-		ev, err := th.waitDecision(ctx, dev, "prop-1")
+		st, err := th.WaitProposal(ctx, dev, "prop-1", 15*time.Second)
+		if err != nil || st.State != hubapi.ProposalApproved {
+			t.Errorf("wait proposal: %+v %v", st, err)
+		}
+		ev, err := th.waitDecision(ctx, dev, "prop-1") // recorded: at once
 		if err != nil {
-			t.Errorf("wait proposal: %v", err)
+			t.Errorf("read the decision: %v", err)
 		}
 		waited <- ev
 	}()
+	// The decision comes only once the wait is parked on its watch, so it is
+	// the event that wakes it, not a read of something already stored.
+	waitFor(t, "the wait parked", func() bool { return th.ProposalWaits() == 1 })
 	send := func(ev *relay.Event) {
 		if err := a.write(mustEncode(t, ev)); err != nil {
 			t.Fatal(err)
@@ -621,7 +628,7 @@ func TestEventsAndProposals(t *testing.T) {
 	send(&relay.Event{Event: relay.EventPolicyChanged, Time: time.Now(),
 		Data: json.RawMessage(`{"policy":[{"project":"p1","commands":["read_room","list_room_apps"]}]}`)})
 	send(&relay.Event{Event: relay.EventProposalDecided, Time: time.Now(),
-		Data: json.RawMessage(`{"proposal_id":"prop-1","decision":"approved"}`)})
+		Data: json.RawMessage(`{"proposal_id":"prop-1","state":"approved","project":"p1","room_id":"r1","instance_id":"app_1","decided_at":"2026-01-01T00:00:00Z"}`)})
 	ev := <-waited
 	if ev == nil || ev.DeviceID != dev || ev.Event != relay.EventProposalDecided || !strings.Contains(string(ev.Data), "approved") {
 		t.Fatalf("proposal event %+v", ev)

@@ -84,6 +84,10 @@ func newMetrics(h *Hub) *metrics {
 			Name: "roomrelay_hub_sessions",
 			Help: "Agent sessions on this node now (connected devices; a device taking over from an older session briefly counts twice).",
 		}, func() float64 { return float64(h.sessionCount()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "roomrelay_hub_proposal_waits",
+			Help: "Long polls for a proposal's decision parked on this node now.",
+		}, func() float64 { return float64(h.ProposalWaits()) }),
 		// Read at scrape time from the connection itself: no hook in Run to
 		// keep in step with the reconnect logic.
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -54,6 +54,11 @@ func (h *Hub) routedProposal(ctx context.Context, dev, pid string) (bool, error)
 	return err == nil, err
 }
 
+// ProposalWaits is how many WaitProposal calls are parked on this node
+// now, waiting for a decision (a gauge for operators; tests use it to know
+// a long poll is in place before they decide).
+func (h *Hub) ProposalWaits() int { return int(h.waitsParked.Load()) }
+
 // WaitProposal returns the owner's decision on a proposal of device dev,
 // waiting up to wait (at most MaxProposalWait) for it: as soon as the
 // device's proposal_decided event arrives (a KV watch, no polling), or with
@@ -93,7 +98,10 @@ func (h *Hub) WaitProposal(ctx context.Context, dev, pid string, wait time.Durat
 		}
 		if wait > 0 {
 			wctx, cancel := context.WithTimeout(ctx, wait)
+			h.waitsStarted.Add(1)
+			h.waitsParked.Add(1)
 			ev, err = h.waitDecision(wctx, dev, pid)
+			h.waitsParked.Add(-1)
 			cancel()
 			if err != nil && ctx.Err() != nil {
 				return nil, ctx.Err() // the caller left or the hub is stopping

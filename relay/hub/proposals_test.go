@@ -54,15 +54,15 @@ func TestProposalWaitEndpoint(t *testing.T) {
 		t.Errorf("proposal id with a dot: %v", err)
 	}
 
-	// Never routed through the hub: not_found at once, even with a wait.
+	// Never routed through the hub: not_found at once, even with a wait
+	// (no long poll was ever parked for it).
 	for _, wait := range []time.Duration{0, 30 * time.Second} {
-		start := time.Now()
 		_, err := th.cl.WaitProposal(ctx, dev, "prop_1", wait)
 		if !hubclient.IsCode(err, "not_found") {
 			t.Fatalf("unknown proposal, wait %s: %v; want not_found", wait, err)
 		}
-		if time.Since(start) > 20*time.Second {
-			t.Fatalf("unknown proposal, wait %s: the hub waited before refusing", wait)
+		if n := th.waitsStarted.Load(); n != 0 {
+			t.Fatalf("unknown proposal, wait %s: the hub parked %d wait(s) before refusing", wait, n)
 		}
 	}
 	// The device answers a propose command (the fake agent echoes the args,
@@ -99,10 +99,13 @@ func TestProposalWaitEndpoint(t *testing.T) {
 		}
 		got <- st
 	}()
+	// Decide only once the wait is parked on its watch, so the event
+	// wakes it (a decision stored first would be read, not waited for).
+	waitFor(t, "the long poll parked", func() bool { return th.ProposalWaits() == 1 })
 	select {
 	case st := <-got:
 		t.Fatalf("the long poll answered before any decision: %+v", st)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	decide("prop_1", "approved", "app_123")
 	st := <-got

@@ -217,6 +217,16 @@ func dialAgent(t testing.TB, url, token, dev string) *fakeAgent {
 // dialAgentHello is dialAgent with a hello of the test's.
 func dialAgentHello(t testing.TB, url, token string, hello *relay.Hello) *fakeAgent {
 	t.Helper()
+	a, err := dialAgentErr(t, url, token, hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// dialAgentErr is dialAgentHello returning its error, for goroutines other
+// than the test's (which must not call t.Fatal).
+func dialAgentErr(t testing.TB, url, token string, hello *relay.Hello) (*fakeAgent, error) {
 	dev := hello.DeviceID
 	conn, resp, err := dialRaw(url, token, []string{relay.Subprotocol})
 	if err != nil {
@@ -224,29 +234,33 @@ func dialAgentHello(t testing.TB, url, token string, hello *relay.Hello) *fakeAg
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		t.Fatalf("dial: %v (status %d)", err, status)
+		return nil, fmt.Errorf("dial: %w (status %d)", err, status)
 	}
 	a := &fakeAgent{t: t, conn: conn, dev: dev, done: make(chan struct{})}
 	t.Cleanup(func() { conn.Close() })
-	if err := conn.WriteMessage(websocket.TextMessage, mustEncode(t, hello)); err != nil {
-		t.Fatalf("write hello: %v", err)
+	b, err := relay.Encode(hello)
+	if err == nil {
+		err = conn.WriteMessage(websocket.TextMessage, b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write hello: %w", err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
 	_, data, err := conn.ReadMessage()
 	if err != nil {
-		t.Fatalf("read welcome: %v", err)
+		return nil, fmt.Errorf("read welcome: %w", err)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	f, err := relay.Decode(data, 0)
 	if err != nil {
-		t.Fatalf("decode welcome: %v", err)
+		return nil, fmt.Errorf("decode welcome: %w", err)
 	}
 	w, ok := f.(*relay.Welcome)
 	if !ok {
-		t.Fatalf("first frame is %s, want welcome", f.FrameType())
+		return nil, fmt.Errorf("first frame is %s, want welcome", f.FrameType())
 	}
 	a.welcome = w
-	return a
+	return a, nil
 }
 
 // echoHandler answers every command with its args.

@@ -584,11 +584,28 @@ func TestShutdownDrainsAgents(t *testing.T) {
 		}
 		a.conn.Close()
 	}
-	// Every goroutine the hub started has ended (slack for the runtime and
-	// the HTTP client's idle connections).
+	// Every goroutine the hub or its NATS started has ended: none has a
+	// frame in this package (the tests' own aside) or in nats-io.
 	http.DefaultClient.CloseIdleConnections()
-	waitFor(t, "goroutines to wind down", func() bool { return runtime.NumGoroutine() <= before+5 })
+	var left []string
+	waitFor(t, "the hub's goroutines to end", func() bool { left = hubGoroutines(); return len(left) == 0 })
 	t.Logf("goroutines: %d before the hub, %d after it stopped", before, runtime.NumGoroutine())
+}
+
+// hubGoroutines returns the stacks of live goroutines that run hub or NATS
+// code, other than test functions.
+func hubGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		ours := strings.Contains(g, "github.com/roomrelay/roomrelay/relay/hub.") && !strings.Contains(g, "relay/hub.Test") &&
+			!strings.Contains(g, "relay/hub.(*fakeAgent)") && !strings.Contains(g, "relay/hub.waitFor")
+		if ours || strings.Contains(g, "github.com/nats-io/") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 func TestEventsAndProposals(t *testing.T) {
@@ -693,11 +710,18 @@ func TestConcurrentSessionsOneSurvives(t *testing.T) {
 	dev, tok := th.enroll("p1")
 	for round := range 5 {
 		var agents [2]*fakeAgent
+		var errs [2]error
 		var wg sync.WaitGroup
 		for i := range agents {
-			wg.Go(func() { agents[i] = dialAgent(t, th.wsURL(), tok, dev) })
+			// Not dialAgent: t.Fatal must not run on these goroutines.
+			wg.Go(func() { agents[i], errs[i] = dialAgentErr(t, th.wsURL(), tok, helloFor(dev)) })
 		}
 		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, a := range agents {
 			a.serve(echoHandler)
 		}

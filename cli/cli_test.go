@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -188,6 +189,28 @@ func TestEnrollRefusesPlainHTTPToRemote(t *testing.T) {
 // TestBuildFlavor: version reports the build, and the device build
 // (go test -tags agentonly ./cli, run by .ci/run) refuses hub and demo with
 // the reason instead of "unknown command".
+// TestDeviceBuildLinksNoServer is the guard of the device build: the
+// packages' binary (-tags agentonly ./cmd/roomrelay) links no NATS server,
+// no JavaScript engine, no esbuild and no MCP SDK.
+func TestDeviceBuildLinksNoServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-tags", "agentonly", "github.com/roomrelay/roomrelay/cmd/roomrelay").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := string(out)
+	if !strings.Contains(deps, "github.com/roomrelay/roomrelay/agent\n") {
+		t.Fatalf("go list gave no agent package:\n%.500s", deps)
+	}
+	for _, bad := range []string{"github.com/nats-io/nats-server", "github.com/dop251/goja", "github.com/evanw/esbuild", "github.com/modelcontextprotocol/go-sdk"} {
+		if strings.Contains(deps, bad) {
+			t.Errorf("the device build links %s", bad)
+		}
+	}
+}
+
 func TestBuildFlavor(t *testing.T) {
 	code, out, _ := run(t, nil, "version", "--json")
 	if code != ExitOK || !strings.Contains(out, `"build":"`+buildFlavor+`"`) {
@@ -201,6 +224,14 @@ func TestBuildFlavor(t *testing.T) {
 		if buildFlavor == "full" {
 			if strings.Contains(c.Summary, "not in this build") {
 				t.Errorf("full build: %s summary says %q", name, c.Summary)
+			}
+			// The real commands, with their flags.
+			want := map[string][]string{"hub": {"--listen", "--nats", "--replicas", "--tls-cert"}, "demo": {"--keep", "--no-sandbox"}}[name]
+			code, out, _ := run(t, nil, name, "--help")
+			for _, f := range want {
+				if code != ExitOK || !strings.Contains(out, f) {
+					t.Errorf("full build: %s --help lacks %s (exit %d)", name, f, code)
+				}
 			}
 			continue
 		}

@@ -248,14 +248,18 @@ func (s *svcSpec) preflightLinux(ctx context.Context) error {
 // notUnderSudo refuses a per-user service for root reached through sudo: it
 // would land in root's account, far from the user's keyring and enrollment.
 func (s *svcSpec) notUnderSudo() error {
-	if os.Geteuid() == 0 && s.getenv("SUDO_USER") != "" {
+	if geteuid() == 0 && s.getenv("SUDO_USER") != "" {
 		return exitErr(ExitFailure, fmt.Errorf("running under sudo: a per-user service would be installed for root, not for %s.\n  Run roomrelay install without sudo, or install a system service with --system (file credential store)", s.getenv("SUDO_USER")))
 	}
 	return nil
 }
 
+// geteuid is os.Geteuid; tests run the root and non-root paths whoever runs
+// them.
+var geteuid = os.Geteuid
+
 func needRoot(what string) error {
-	if runtime.GOOS != "windows" && os.Geteuid() != 0 {
+	if runtime.GOOS != "windows" && geteuid() != 0 {
 		return exitErr(ExitFailure, fmt.Errorf("%s needs root: run it with sudo (or install the default per-user service without --system)", what))
 	}
 	return nil

@@ -292,15 +292,15 @@ func TestServiceLingerNote(t *testing.T) {
 
 func TestServiceSystemRefusals(t *testing.T) {
 	w := newSvcWorld(t)
-	if os.Geteuid() != 0 {
-		code, out, errOut := w.run("install", "--system")
-		expectRun(t, "--system as a user", code, out, errOut, ExitFailure, "--system needs root: run it with sudo")
-		return
-	}
-	// As root (CI): every refusal comes before anything is written to
-	// /etc/systemd/system, so the test never installs a system service.
-	delete(w.env, "ROOMRELAY_HOME")
+	asUser(t, 1000)
 	code, out, errOut := w.run("install", "--system")
+	expectRun(t, "--system as a user", code, out, errOut, ExitFailure, "--system needs root: run it with sudo")
+
+	// As root: every refusal comes before anything is written to
+	// /etc/systemd/system, so the test never installs a system service.
+	asUser(t, 0)
+	delete(w.env, "ROOMRELAY_HOME")
+	code, out, errOut = w.run("install", "--system")
 	expectRun(t, "--system without --home", code, out, errOut, ExitUsage, "--system needs --home DIR")
 
 	code, out, errOut = w.run("install", "--system", "--home", w.rh)
@@ -311,21 +311,28 @@ func TestServiceSystemRefusals(t *testing.T) {
 	must(t, saveDeviceConfig(p, &DeviceConfig{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
 	code, out, errOut = w.run("install", "--system", "--home", w.rh)
 	expectRun(t, "--system with the keyring", code, out, errOut, ExitFailure, "a system service cannot reach", "--credential-store file")
-	if _, err := os.Stat("/etc/systemd/system/roomrelay.service"); err == nil {
-		t.Logf("note: /etc/systemd/system/roomrelay.service exists on this machine (not written by this test)")
+	if c := w.calls(); strings.Contains(c, "enable") || strings.Contains(c, "daemon-reload") {
+		t.Errorf("a refused --system install called systemctl:\n%s", c)
 	}
+}
+
+// asUser makes the service commands see euid uid for the rest of the test.
+func asUser(t *testing.T, uid int) {
+	old := geteuid
+	geteuid = func() int { return uid }
+	t.Cleanup(func() { geteuid = old })
 }
 
 func TestServiceRefusesSudoAndGoRun(t *testing.T) {
 	w := newSvcWorld(t)
-	if os.Geteuid() == 0 {
-		w.env["SUDO_USER"] = "ann"
-		code, out, errOut := w.run("install")
-		expectRun(t, "install under sudo", code, out, errOut, ExitFailure, "running under sudo", "not for ann")
-		delete(w.env, "SUDO_USER")
-	}
-	w.exe = filepath.Join(os.TempDir(), "go-build1234", "b001", "exe", "roomrelay")
+	asUser(t, 0)
+	w.env["SUDO_USER"] = "ann"
 	code, out, errOut := w.run("install")
+	expectRun(t, "install under sudo", code, out, errOut, ExitFailure, "running under sudo", "not for ann")
+	delete(w.env, "SUDO_USER")
+	asUser(t, 1000)
+	w.exe = filepath.Join(os.TempDir(), "go-build1234", "b001", "exe", "roomrelay")
+	code, out, errOut = w.run("install")
 	expectRun(t, "install from go run", code, out, errOut, ExitFailure, "temporary `go run` build")
 	if left := w.leftovers(); len(left) > 0 {
 		t.Errorf("refused install left: %v", left)

@@ -18,6 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/roomrelay/roomrelay/relay"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
 
 // waitFor is the generous overall bound for anything a test waits on. Tests
@@ -310,17 +312,8 @@ func runResult(t testing.TB, done <-chan struct{}, err func() error) error {
 	}
 }
 
-// eventually polls cond until it holds or the overall bound passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually is testutil.Eventually: one way to wait in every test package.
+var eventually = testutil.Eventually
 
 func fileMode(t testing.TB, path string) os.FileMode {
 	t.Helper()

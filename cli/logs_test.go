@@ -90,12 +90,5 @@ func TestLogsAsksTheJournal(t *testing.T) {
 	}
 }
 
-// eventually polls cond; the limit only bounds a failing test.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
-}
+// eventually is testutil.Eventually: one way to wait in every test package.
+var eventually = testutil.Eventually

@@ -198,17 +198,8 @@ func (dv *device) stop(t testing.TB) error {
 	return err
 }
 
-// eventually polls cond until it holds or the (generous) limit passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// eventually is testutil.Eventually: one way to wait in every test package.
+var eventually = testutil.Eventually
 
 func presence(t testing.TB, h *runningHub, id string) string {
 	t.Helper()

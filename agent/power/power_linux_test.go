@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
 
 // patience bounds every wait so a broken watcher fails the test instead of
@@ -183,16 +185,8 @@ func holders(t *testing.T, l *lock) int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitFor is testutil.Eventually: one way to wait in every test package.
+var waitFor = testutil.Eventually
 
 func recv[T any](t *testing.T, what string, ch <-chan T) T {
 	t.Helper()

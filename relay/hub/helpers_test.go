@@ -151,17 +151,8 @@ func (th *testHub) presence(id string) hubapi.Presence {
 	return d.Presence
 }
 
-// waitFor polls cond until it holds; the limit only bounds a failing test.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is testutil.Eventually: one way to wait in every test package.
+var waitFor = testutil.Eventually
 
 func (th *testHub) waitState(id, state string) hubapi.Presence {
 	th.t.Helper()

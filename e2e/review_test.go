@@ -12,19 +12,15 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/examples"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
-	"github.com/roomrelay/roomrelay/sandbox"
 )
 
 func standupTimer(t testing.TB) map[string]string {
 	t.Helper()
-	files, err := sandbox.ReadSnippetDir(filepath.Join("..", "examples", "standup-timer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return examples.StandupTimer()
 }
 
 // TestProposalReviewEvent: the standup timer is proposed through the hub,

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/examples"
 )
 
 var (
@@ -65,13 +67,5 @@ func smokeInProcess(t testing.TB, files map[string]string) *Result {
 
 func exampleFiles(t testing.TB) map[string]string {
 	t.Helper()
-	files := map[string]string{}
-	for _, name := range []string{"src/App.tsx", "src/styles.css"} {
-		b, err := os.ReadFile("../examples/standup-timer/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[name] = string(b)
-	}
-	return files
+	return examples.StandupTimer()
 }

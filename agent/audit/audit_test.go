@@ -452,13 +452,6 @@ func TestFromCommand(t *testing.T) {
 			t.Errorf("FromCommand(%v) = %+v", c.res.Error, e)
 		}
 	}
-	dir := t.TempDir()
-	l := openLog(t, dir, Options{})
-	l.Hook(cmd, cases[2].res, time.Millisecond)
-	got, err := l.Query(Filter{})
-	if err != nil || len(got) != 1 || got[0].Decision != Denied {
-		t.Errorf("Hook wrote %+v, %v", got, err)
-	}
 }
 
 func BenchmarkAppend(b *testing.B) {

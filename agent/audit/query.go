@@ -97,10 +97,3 @@ func FromCommand(cmd *relay.Command, res *relay.Result, dur time.Duration) Entry
 	return e
 }
 
-// Hook has the shape of the agent's Config.Audit callback: it appends the
-// command's entry and logs (it cannot return) a failure to do so.
-func (l *Log) Hook(cmd *relay.Command, res *relay.Result, dur time.Duration) {
-	if _, err := l.Append(FromCommand(cmd, res, dur)); err != nil {
-		l.log.Error("audit: append failed", "command_id", cmd.ID, "err", err)
-	}
-}

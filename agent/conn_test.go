@@ -606,7 +606,7 @@ func TestShutdownCancelsACommandThatOutlivesTheGrace(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if n := a.inFlight(); n != 0 {
+	if n := a.cmds.inFlight(); n != 0 {
 		t.Errorf("in flight after Run = %d", n)
 	}
 }

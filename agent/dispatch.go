@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/roomrelay/roomrelay/relay"
@@ -20,8 +22,39 @@ const DefaultMaxInFlight = 64
 // not affected; n < 1 is ignored.
 func (a *Agent) SetMaxInFlight(n int) {
 	if n >= 1 {
-		a.maxInFlight.Store(int64(n))
+		a.cmds.max.Store(int64(n))
 	}
+}
+
+// dispatcher is the Agent's command half: the in-flight bound, joining
+// duplicate deliveries, deadlines, cancel, the dedupe store and the wait
+// for running commands at shutdown. The supervisor (agent.go, session.go)
+// is the connection half; it hands each command frame to dispatch and
+// never touches this state. The state is valid during Run.
+type dispatcher struct {
+	a *Agent // its configuration, handlers, clock and status
+
+	mu       sync.Mutex
+	calls    map[string]*call
+	inflight int
+	idle     chan struct{} // closed when inflight drops to 0 (waitIdle)
+	stopping bool
+	stopBy   time.Time // end of the shutdown grace
+	store    *dedupeStore
+	ctx      context.Context // commands' parent: outlives Run's ctx by the grace
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	max      atomic.Int64 // the in-flight bound (SetMaxInFlight)
+}
+
+// start readies the dispatcher for a Run with its dedupe store.
+func (d *dispatcher) start(ctx context.Context, store *dedupeStore) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.store = store
+	d.calls = make(map[string]*call)
+	d.stopping = false
+	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
 }
 
 // call is one command id being handled. Duplicate deliveries that arrive
@@ -42,42 +75,42 @@ type delivery struct {
 
 // dispatch is called by the reader for each command frame. It never blocks
 // on a handler: it answers busy at once, joins a running call for the same
-// id, or starts a goroutine (owned by Run through cmdWG).
-func (a *Agent) dispatch(s *session, cmd *relay.Command) {
-	d := delivery{s: s, cmd: cmd, start: time.Now()}
+// id, or starts a goroutine (owned by Run through wg).
+func (d *dispatcher) dispatch(s *session, cmd *relay.Command) {
+	dl := delivery{s: s, cmd: cmd, start: time.Now()}
 	s.enter() // left in answer
-	a.dmu.Lock()
-	if c, ok := a.calls[cmd.ID]; ok {
-		c.waiters = append(c.waiters, d)
-		a.dmu.Unlock()
+	d.mu.Lock()
+	if c, ok := d.calls[cmd.ID]; ok {
+		c.waiters = append(c.waiters, dl)
+		d.mu.Unlock()
 		return
 	}
 	var refuse *relay.Error
 	switch {
-	case a.stopping:
+	case d.stopping:
 		refuse = relay.Errorf(relay.CodeBusy, "the agent is shutting down; retry when the device is back online")
-	case a.inflight >= int(a.maxInFlight.Load()):
-		refuse = relay.Errorf(relay.CodeBusy, "the device is already running %d commands, its limit (the policy's in-flight); retry shortly", a.inflight)
+	case d.inflight >= int(d.max.Load()):
+		refuse = relay.Errorf(relay.CodeBusy, "the device is already running %d commands, its limit (the policy's in-flight); retry shortly", d.inflight)
 	}
 	if refuse != nil {
-		a.dmu.Unlock()
-		a.answer(d, failure(cmd.ID, refuse))
+		d.mu.Unlock()
+		d.answer(dl, failure(cmd.ID, refuse))
 		return
 	}
 	c := &call{cmd: cmd}
-	a.calls[cmd.ID] = c
-	a.inflight++
-	n := a.inflight
-	a.cmdWG.Add(1)
-	a.dmu.Unlock()
-	a.setCounts(func(st *Status) { st.InFlight = n })
-	go a.handle(d, c)
+	d.calls[cmd.ID] = c
+	d.inflight++
+	n := d.inflight
+	d.wg.Add(1)
+	d.mu.Unlock()
+	d.a.setCounts(func(st *Status) { st.InFlight = n })
+	go d.handle(dl, c)
 }
 
-func (a *Agent) cancelCommand(id string) {
-	a.dmu.Lock()
-	defer a.dmu.Unlock()
-	if c, ok := a.calls[id]; ok {
+func (d *dispatcher) cancelCommand(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.calls[id]; ok {
 		c.cancelled = true
 		if c.cancel != nil {
 			c.cancel()
@@ -86,38 +119,38 @@ func (a *Agent) cancelCommand(id string) {
 }
 
 // handle executes a call and answers its delivery and any duplicates.
-func (a *Agent) handle(first delivery, c *call) {
-	defer a.cmdWG.Done()
-	res := a.execute(c)
+func (d *dispatcher) handle(first delivery, c *call) {
+	defer d.wg.Done()
+	res := d.execute(c)
 
-	a.dmu.Lock()
+	d.mu.Lock()
 	// Collect the waiters and forget the call under one lock: a duplicate
 	// arriving after this finds the stored result in the dedupe store.
 	waiters := c.waiters
-	delete(a.calls, c.cmd.ID)
-	a.dmu.Unlock()
+	delete(d.calls, c.cmd.ID)
+	d.mu.Unlock()
 
-	a.answer(first, res)
+	d.answer(first, res)
 	for _, w := range waiters {
-		a.answer(w, a.forDuplicate(c.cmd, w.cmd, res))
+		d.answer(w, d.forDuplicate(c.cmd, w.cmd, res))
 	}
 
 	// Only now is the command out of flight: shutdown waits for this, so
 	// the results above are queued before the close frame.
-	a.dmu.Lock()
-	a.inflight--
-	n := a.inflight
-	if n == 0 && a.idle != nil {
-		close(a.idle)
-		a.idle = nil
+	d.mu.Lock()
+	d.inflight--
+	n := d.inflight
+	if n == 0 && d.idle != nil {
+		close(d.idle)
+		d.idle = nil
 	}
-	a.dmu.Unlock()
-	a.setCounts(func(st *Status) { st.InFlight = n })
+	d.mu.Unlock()
+	d.a.setCounts(func(st *Status) { st.InFlight = n })
 }
 
 // forDuplicate returns the result a duplicate delivery gets: the same one,
 // unless the id was reused for a different command.
-func (a *Agent) forDuplicate(orig, dup *relay.Command, res *relay.Result) *relay.Result {
+func (d *dispatcher) forDuplicate(orig, dup *relay.Command, res *relay.Result) *relay.Result {
 	if orig.Name != dup.Name || orig.ProjectID != dup.ProjectID || argsHash(orig.Args) != argsHash(dup.Args) {
 		return failure(dup.ID, relay.Errorf(relay.CodeIdempotencyConflict,
 			"command id %q was already used for %s in project %s with other arguments; use a new id", dup.ID, orig.Name, orig.ProjectID))
@@ -126,35 +159,35 @@ func (a *Agent) forDuplicate(orig, dup *relay.Command, res *relay.Result) *relay
 }
 
 // execute decides and, if allowed, runs a command at most once.
-func (a *Agent) execute(c *call) *relay.Result {
+func (d *dispatcher) execute(c *call) *relay.Result {
 	cmd := c.cmd
 	// Store operations outlive a cancelled command: its result must be kept.
-	bg := context.WithoutCancel(a.cmdCtx)
+	bg := context.WithoutCancel(d.ctx)
 
-	e, err := a.store.lookup(bg, cmd.ID)
+	e, err := d.store.lookup(bg, cmd.ID)
 	if err != nil {
-		a.log.Error("dedupe store unavailable; refusing command", "id", cmd.ID, "err", err)
+		d.a.log.Error("dedupe store unavailable; refusing command", "id", cmd.ID, "err", err)
 		return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "the device cannot record commands (%v); not run", err))
 	}
 	if e != nil {
-		return a.redelivered(bg, cmd, e)
+		return d.redelivered(bg, cmd, e)
 	}
 
-	now := a.hubNow()
+	now := d.a.hubNow()
 	if !now.Before(cmd.Deadline) {
 		return failure(cmd.ID, relay.Errorf(relay.CodeExpired,
 			"deadline %s passed %s before the device received the command; not run",
 			cmd.Deadline.UTC().Format(time.RFC3339Nano), now.Sub(cmd.Deadline).Round(time.Millisecond)))
 	}
-	h := a.handler(cmd.Name)
+	h := d.a.handler(cmd.Name)
 	if h == nil {
 		return failure(cmd.ID, relay.Errorf(relay.CodeCommandNotAllowed, "this device has no command %q", cmd.Name))
 	}
 
-	ctx, cancel := context.WithTimeout(a.cmdCtx, cmd.Deadline.Sub(now))
+	ctx, cancel := context.WithTimeout(d.ctx, cmd.Deadline.Sub(now))
 	defer cancel()
-	if a.cfg.Guard != nil {
-		if err := runGuard(ctx, a.cfg.Guard, cmd); err != nil {
+	if d.a.cfg.Guard != nil {
+		if err := runGuard(ctx, d.a.cfg.Guard, cmd); err != nil {
 			var re *relay.Error
 			if !errors.As(err, &re) {
 				re = relay.Errorf(relay.CodeCommandNotAllowed, "%v", err)
@@ -169,38 +202,38 @@ func (a *Agent) execute(c *call) *relay.Result {
 	// crash mid-run can never lead to a second run.
 	write := !relay.ReadOnlyCommand(cmd.Name)
 	if write {
-		fresh, err := a.store.markStarted(bg, cmd)
+		fresh, err := d.store.markStarted(bg, cmd)
 		if err != nil {
-			a.log.Error("cannot mark command started; refusing it", "id", cmd.ID, "err", err)
+			d.a.log.Error("cannot mark command started; refusing it", "id", cmd.ID, "err", err)
 			return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "the device cannot record commands (%v); not run", err))
 		}
 		if !fresh { // another agent process on this state directory got there first
-			if e, err := a.store.lookup(bg, cmd.ID); err == nil && e != nil {
-				return a.redelivered(bg, cmd, e)
+			if e, err := d.store.lookup(bg, cmd.ID); err == nil && e != nil {
+				return d.redelivered(bg, cmd, e)
 			}
 			return failure(cmd.ID, relay.Errorf(relay.CodeInternal, "command %q is already being handled on this device; not run twice", cmd.ID))
 		}
 	}
 
-	a.dmu.Lock()
+	d.mu.Lock()
 	c.cancel = cancel
 	if c.cancelled {
 		cancel()
 	}
-	a.dmu.Unlock()
+	d.mu.Unlock()
 
 	val, herr := runHandler(ctx, h, cmd)
-	res := a.result(ctx, c, val, herr)
+	res := d.result(ctx, c, val, herr)
 	if write {
-		if err := a.store.finish(bg, cmd, res); err != nil {
-			a.log.Error("cannot store a command result; a redelivery will be told it was interrupted", "id", cmd.ID, "err", err)
+		if err := d.store.finish(bg, cmd, res); err != nil {
+			d.a.log.Error("cannot store a command result; a redelivery will be told it was interrupted", "id", cmd.ID, "err", err)
 		}
 	}
 	return res
 }
 
 // redelivered answers a command id the store already knows.
-func (a *Agent) redelivered(ctx context.Context, cmd *relay.Command, e *dedupeEntry) *relay.Result {
+func (d *dispatcher) redelivered(ctx context.Context, cmd *relay.Command, e *dedupeEntry) *relay.Result {
 	if e.Name != cmd.Name || e.Project != cmd.ProjectID || (e.ArgsHash != "" && e.ArgsHash != argsHash(cmd.Args)) {
 		return failure(cmd.ID, relay.Errorf(relay.CodeIdempotencyConflict,
 			"command id %q was already used for %s in project %s with other arguments; use a new id", cmd.ID, e.Name, e.Project))
@@ -211,8 +244,8 @@ func (a *Agent) redelivered(ctx context.Context, cmd *relay.Command, e *dedupeEn
 	// Started by an earlier agent process that never finished it.
 	res := failure(cmd.ID, relay.Errorf(relay.CodeInternal,
 		"command %q was interrupted by an agent restart; not re-run (at most once): check the device's state before sending a new command", cmd.ID))
-	if err := a.store.finish(ctx, cmd, res); err != nil {
-		a.log.Error("cannot store a command result", "id", cmd.ID, "err", err)
+	if err := d.store.finish(ctx, cmd, res); err != nil {
+		d.a.log.Error("cannot store a command result", "id", cmd.ID, "err", err)
 	}
 	return res
 }
@@ -239,7 +272,7 @@ func runGuard(ctx context.Context, g func(context.Context, *relay.Command) error
 }
 
 // result builds the wire result of a handler run.
-func (a *Agent) result(ctx context.Context, c *call, val any, herr error) *relay.Result {
+func (d *dispatcher) result(ctx context.Context, c *call, val any, herr error) *relay.Result {
 	id := c.cmd.ID
 	if herr != nil {
 		var re *relay.Error
@@ -248,12 +281,12 @@ func (a *Agent) result(ctx context.Context, c *call, val any, herr error) *relay
 			return failure(id, re)
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return failure(id, relay.Errorf(relay.CodeExpired, "the command's deadline passed while it ran: %v", herr))
-		case a.wasCancelled(c):
+		case d.wasCancelled(c):
 			return failure(id, relay.Errorf(relay.CodeInternal, "cancelled by the hub before it finished: %v", herr))
 		case ctx.Err() != nil:
 			return failure(id, relay.Errorf(relay.CodeInternal, "cancelled because the agent is shutting down: %v", herr))
 		}
-		a.log.Warn("command failed", "id", id, "name", c.cmd.Name, "err", herr)
+		d.a.log.Warn("command failed", "id", id, "name", c.cmd.Name, "err", herr)
 		return failure(id, relay.AsError(herr))
 	}
 	raw, err := json.Marshal(val)
@@ -262,15 +295,15 @@ func (a *Agent) result(ctx context.Context, c *call, val any, herr error) *relay
 	}
 	res := &relay.Result{ID: id, OK: true, Result: raw}
 	// The frame must fit the hub's limit, or the hub would drop the connection.
-	if b, err := relay.Encode(res); err != nil || len(b) > a.cfg.MaxFrame {
-		return failure(id, relay.Errorf(relay.CodeInternal, "the result of %s is %d bytes, over the %d-byte frame limit", c.cmd.Name, len(b), a.cfg.MaxFrame))
+	if b, err := relay.Encode(res); err != nil || len(b) > d.a.cfg.MaxFrame {
+		return failure(id, relay.Errorf(relay.CodeInternal, "the result of %s is %d bytes, over the %d-byte frame limit", c.cmd.Name, len(b), d.a.cfg.MaxFrame))
 	}
 	return res
 }
 
-func (a *Agent) wasCancelled(c *call) bool {
-	a.dmu.Lock()
-	defer a.dmu.Unlock()
+func (d *dispatcher) wasCancelled(c *call) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return c.cancelled
 }
 
@@ -281,17 +314,73 @@ func failure(id string, e *relay.Error) *relay.Result {
 // answer audits a delivery and sends its result on the session it came in
 // on. If that session is gone the result is kept only in the dedupe store
 // (when the command ran), where a redelivery finds it.
-func (a *Agent) answer(d delivery, res *relay.Result) {
-	defer d.s.leave()
-	if a.cfg.Audit != nil {
-		a.cfg.Audit(d.cmd, res, time.Since(d.start))
+func (d *dispatcher) answer(dl delivery, res *relay.Result) {
+	defer dl.s.leave()
+	if d.a.cfg.Audit != nil {
+		d.a.cfg.Audit(dl.cmd, res, time.Since(dl.start))
 	}
 	b, err := relay.Encode(res)
 	if err != nil {
-		a.log.Error("cannot encode a result", "id", res.ID, "err", err)
+		d.a.log.Error("cannot encode a result", "id", res.ID, "err", err)
 		return
 	}
-	if err := d.s.send(b); err != nil {
-		a.log.Info("result not sent: the connection it came on is gone; a redelivery gets the stored result", "id", res.ID)
+	if err := dl.s.send(b); err != nil {
+		d.a.log.Info("result not sent: the connection it came on is gone; a redelivery gets the stored result", "id", res.ID)
+	}
+}
+
+// finishCommands gives in-flight commands ShutdownGrace to finish (their
+// results are stored for a redelivery even if no session can carry them),
+// then cancels them and waits as long again.
+func (d *dispatcher) finishCommands() {
+	if !d.waitIdle(d.beginStopping()) {
+		d.a.log.Warn("cancelling in-flight commands at shutdown", "in_flight", d.inFlight())
+	}
+	d.cancel()
+	if !d.waitIdle(d.a.cfg.ShutdownGrace) {
+		// A handler that ignores its ctx; waiting longer would hang the service stop.
+		d.a.log.Error("handlers did not return after cancellation; stopping without them", "in_flight", d.inFlight())
+		return
+	}
+	d.wg.Wait()
+}
+
+// beginStopping refuses new commands from now on and returns how much of
+// the shutdown grace is left (one grace in total, wherever it is spent).
+func (d *dispatcher) beginStopping() time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.stopping {
+		d.stopping = true
+		d.stopBy = time.Now().Add(d.a.cfg.ShutdownGrace)
+	}
+	return time.Until(d.stopBy)
+}
+
+func (d *dispatcher) inFlight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inflight
+}
+
+// waitIdle waits until no command is in flight or limit passed.
+func (d *dispatcher) waitIdle(limit time.Duration) bool {
+	d.mu.Lock()
+	if d.inflight == 0 {
+		d.mu.Unlock()
+		return true
+	}
+	if d.idle == nil {
+		d.idle = make(chan struct{})
+	}
+	idle := d.idle
+	d.mu.Unlock()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return true
+	case <-t.C:
+		return d.inFlight() == 0
 	}
 }

@@ -100,9 +100,9 @@ func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 	c.send(cmd)
 	// The duplicates are parked on the running call, not run and not busy.
 	eventually(t, "duplicates parked", func() bool {
-		a.dmu.Lock()
-		defer a.dmu.Unlock()
-		return a.calls["dup"] != nil && len(a.calls["dup"].waiters) == 2
+		a.cmds.mu.Lock()
+		defer a.cmds.mu.Unlock()
+		return a.cmds.calls["dup"] != nil && len(a.cmds.calls["dup"].waiters) == 2
 	})
 	close(release)
 	var results []string

@@ -40,23 +40,23 @@ func TestReadsSkipDurableMarks(t *testing.T) {
 	<-started
 	c.send(read)
 	eventually(t, "duplicate parked", func() bool {
-		a.dmu.Lock()
-		defer a.dmu.Unlock()
-		return a.calls["read-1"] != nil && len(a.calls["read-1"].waiters) == 1
+		a.cmds.mu.Lock()
+		defer a.cmds.mu.Unlock()
+		return a.cmds.calls["read-1"] != nil && len(a.cmds.calls["read-1"].waiters) == 1
 	})
 	close(release)
 	r1, r2 := c.result(t), c.result(t)
 	if !r1.OK || string(r1.Result) != string(r2.Result) || runs.Load() != 1 {
 		t.Fatalf("duplicate read: runs %d, results %s / %s", runs.Load(), r1.Result, r2.Result)
 	}
-	if n, err := a.store.count(context.Background()); err != nil || n != 0 {
+	if n, err := a.cmds.store.count(context.Background()); err != nil || n != 0 {
 		t.Fatalf("the dedupe store holds %d entries after a read (%v); want 0", n, err)
 	}
 	c.send(command("write-1", relay.CmdProposeRoomSnippetApp, `{}`))
 	if r := c.result(t); !r.OK {
 		t.Fatalf("write: %+v", r)
 	}
-	e, err := a.store.lookup(context.Background(), "write-1")
+	e, err := a.cmds.store.lookup(context.Background(), "write-1")
 	if err != nil || e == nil || e.State != stateDone {
 		t.Fatalf("write not recorded: %+v %v", e, err)
 	}

@@ -193,7 +193,7 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 		select {
 		case <-ctx.Done():
 			// Let running commands answer over this socket, then close cleanly.
-			a.waitIdle(a.beginStopping())
+			a.cmds.waitIdle(a.cmds.beginStopping())
 			s.closeGracefully(websocket.CloseNormalClosure, "agent shutting down")
 			return sessionEnd{kind: endShutdown}
 		case <-s.readerDone:
@@ -342,9 +342,9 @@ func (a *Agent) readLoop(s *session) {
 		}
 		switch v := f.(type) {
 		case *relay.Command:
-			a.dispatch(s, v)
+			a.cmds.dispatch(s, v)
 		case *relay.Cancel:
-			a.cancelCommand(v.ID)
+			a.cmds.cancelCommand(v.ID)
 		case *relay.Drain:
 			select {
 			case s.drain <- v:

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -89,3 +90,91 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 func statusPath(dir string) string { return filepath.Join(dir, StatusFile) }
 
 func jsonMarshalIndent(s Status) ([]byte, error) { return json.MarshalIndent(s, "", "  ") }
+
+// setStatus applies a state change (connected, disconnected, a problem)
+// and writes the status file at once, on the caller's goroutine (the
+// supervisor's or Run's, never a socket reader's).
+func (a *Agent) setStatus(f func(*Status)) {
+	a.smu.Lock()
+	f(&a.status)
+	a.status.UpdatedAt = a.clock.Now()
+	a.smu.Unlock()
+	a.writeStatus()
+}
+
+// setCounts updates counters (in flight, queued events). While Run runs,
+// the file follows at most once per statusEvery, written by the status
+// writer Run owns, so no command waits on a file write; otherwise it is
+// written at once.
+func (a *Agent) setCounts(f func(*Status)) {
+	a.smu.Lock()
+	f(&a.status)
+	a.status.UpdatedAt = a.clock.Now()
+	a.smu.Unlock()
+	if !a.lazyStatus.Load() {
+		a.writeStatus()
+		return
+	}
+	select {
+	case a.statusNudge <- struct{}{}:
+	default: // a write is already due
+	}
+}
+
+// writeStatus writes the latest snapshot. Writes are serialised and each
+// writes the snapshot taken under the lock, so the file never goes back in
+// time.
+func (a *Agent) writeStatus() {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	a.statusWrites.Add(1)
+	snap := a.Status()
+	// Machine times are UTC (RFC 3339 with Z), whatever the device's zone.
+	for _, t := range []*time.Time{&snap.ConnectedSince, &snap.LastErrorAt, &snap.NextRetryAt, &snap.UpdatedAt} {
+		if !t.IsZero() {
+			*t = t.UTC()
+		}
+	}
+	b, err := jsonMarshalIndent(snap)
+	if err == nil {
+		err = writeFileAtomic(statusPath(a.cfg.StateDir), b, false)
+	}
+	if err != nil {
+		a.log.Warn("cannot write status file", "err", err)
+	}
+}
+
+// statusEvery is how often, at most, counter changes reach the status file.
+const statusEvery = time.Second
+
+// statusLoop writes the status file after counter changes, at most once
+// per statusEvery. It wakes only when nudged: an idle agent gains no wakeups.
+// On return, Run's last setStatus writes the final state.
+func (a *Agent) statusLoop(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.statusNudge:
+		}
+		if wait := statusEvery - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		a.writeStatus()
+		last = time.Now()
+	}
+}
+
+func (a *Agent) recordError(err error) {
+	a.setStatus(func(s *Status) {
+		s.LastError = err.Error()
+		s.LastErrorAt = a.clock.Now()
+	})
+}

@@ -96,4 +96,3 @@ func FromCommand(cmd *relay.Command, res *relay.Result, dur time.Duration) Entry
 	}
 	return e
 }
-

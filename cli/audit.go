@@ -108,7 +108,7 @@ func init() {
 					printVerify(e, rep, ran)
 				}
 				if !rep.OK() || ran > 0 {
-					return &silentError{code: ExitFailure}
+					return silent(ExitFailure)
 				}
 				return nil
 			}

@@ -76,29 +76,35 @@ func register(c *Command) {
 	commands[c.Name] = c
 }
 
-// UsageError is a mistake in the invocation; it exits with ExitUsage.
-type UsageError struct{ Msg string }
-
-func (e *UsageError) Error() string { return e.Msg }
-
-func usagef(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
-
-// ExitError carries a specific exit code with the error to print.
+// ExitError is how a command fails: the exit code, and what to print.
+// Err nil means the command already said everything (only the code
+// remains); Usage means a mistake in the invocation, followed by the
+// command's help.
 type ExitError struct {
-	Code int
-	Err  error
+	Code  int
+	Err   error
+	Usage bool
 }
 
-func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// usagef is a mistake in the invocation: ExitUsage, with the help.
+func usagef(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...), Usage: true}
+}
+
+// exitErr fails with code, printing err.
 func exitErr(code int, err error) error { return &ExitError{Code: code, Err: err} }
 
-// errSilent means the command already printed what it had to say and only
-// the exit code remains to be set.
-type silentError struct{ code int }
-
-func (e *silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+// silent fails with code after the command printed what it had to say.
+func silent(code int) error { return &ExitError{Code: code} }
 
 // Main runs roomrelay with args (without the program name) and returns the
 // process exit code.
@@ -195,29 +201,23 @@ func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var se *silentError
-	if errors.As(err, &se) {
-		return se.code
-	}
 	code := ExitFailure
-	var ue *UsageError
 	var ee *ExitError
-	switch {
-	case errors.As(err, &ue):
-		code = ExitUsage
-	case errors.As(err, &ee):
+	if errors.As(err, &ee) {
+		if ee.Err == nil {
+			return ee.Code // silent: already said
+		}
 		code = ee.Code
 	}
 	if f := fs.Lookup("json"); f != nil && f.Value.String() == "true" {
 		// A script reading stdout gets an object there too, not silence.
 		_ = json.NewEncoder(e.Stdout).Encode(jsonError(err, code))
 	}
-	if ue != nil {
-		fmt.Fprintf(e.Stderr, "roomrelay %s: %s\n\n", cmd.Name, ue.Msg)
-		printHelp(e.Stderr, cmd, fs)
-		return code
-	}
 	fmt.Fprintf(e.Stderr, "roomrelay %s: %v\n", cmd.Name, err)
+	if ee != nil && ee.Usage {
+		fmt.Fprintln(e.Stderr)
+		printHelp(e.Stderr, cmd, fs)
+	}
 	return code
 }
 

@@ -392,7 +392,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	fmt.Fprintln(d.e.Stdout)
 	if d.fails > 0 {
 		fmt.Fprintf(d.e.Stdout, "demo finished with %d unexpected result(s)\n", d.fails)
-		return &silentError{code: ExitFailure}
+		return silent(ExitFailure)
 	}
 	fmt.Fprintf(d.e.Stdout, "demo finished: every step behaved as expected (%s)\n", time.Since(d.start).Round(time.Millisecond))
 	return nil

@@ -79,9 +79,9 @@ enrolled.`,
 				}
 				switch {
 				case notEnrolled:
-					return &silentError{code: ExitNotEnrolled}
+					return silent(ExitNotEnrolled)
 				case failed:
-					return &silentError{code: ExitFailure}
+					return silent(ExitFailure)
 				}
 				return nil
 			}

@@ -168,7 +168,7 @@ Commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 					return err
 				}
 				if !res.OK {
-					return &silentError{code: ExitFailure}
+					return silent(ExitFailure)
 				}
 				return nil
 			}

@@ -644,7 +644,7 @@ func serviceStatus(ctx context.Context, e *Env, f svcFlags, asJSON bool) error {
 		}
 	}
 	if code != ExitOK {
-		return &silentError{code: code}
+		return silent(code)
 	}
 	return nil
 }

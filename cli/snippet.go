@@ -247,11 +247,11 @@ func finishCheck(e *Env, rep checkReport, asJSON bool) error {
 	}
 	switch {
 	case !rep.Rules.OK:
-		return &silentError{code: ExitFailure}
+		return silent(ExitFailure)
 	case rep.Result != nil && rep.Result.Phase == sandbox.PhaseRuntimeUnavailable:
-		return &silentError{code: ExitUnavailable}
+		return silent(ExitUnavailable)
 	case rep.Result != nil && !rep.Result.OK:
-		return &silentError{code: ExitFailure}
+		return silent(ExitFailure)
 	}
 	return nil
 }

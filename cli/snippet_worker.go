@@ -23,7 +23,7 @@ func init() {
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			return func(ctx context.Context, args []string) error {
 				if code := sandbox.WorkerMain(ctx, e.Stdin, e.Stdout); code != 0 {
-					return &silentError{code: code}
+					return silent(code)
 				}
 				return nil
 			}

@@ -67,7 +67,7 @@ sleeping); 3 not enrolled or enrollment revoked; 4 the agent is not running.`,
 					printStatus(e, r)
 				}
 				if code != ExitOK {
-					return &silentError{code: code}
+					return silent(code)
 				}
 				return nil
 			}

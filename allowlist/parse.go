@@ -61,6 +61,7 @@ type parser struct {
 	seen     map[string]int // project -> line of its "project" directive
 	version  bool
 	inFlight bool
+	notify   bool
 
 	// the project being read
 	name      string
@@ -117,6 +118,16 @@ func (ps *parser) line(n int, text string) error {
 		ps.inFlight = true
 		ps.pol.inFlight = n
 		return nil
+	case "notify":
+		if ps.notify || ps.cur != nil || len(ps.seen) > 0 {
+			return fail("only once, before the first project")
+		}
+		if len(args) != 1 || (args[0] != "on" && args[0] != "off") {
+			return fail("want 'notify on' or 'notify off'")
+		}
+		ps.notify = true
+		ps.pol.notify = args[0]
+		return nil
 	case "project":
 		if err := ps.endProject(); err != nil {
 			return err
@@ -142,7 +153,7 @@ func (ps *parser) line(n int, text string) error {
 		}
 	default:
 		dir = "" // not a directive, so not a prefix for the message
-		return fail("unknown directive %s (want version, in-flight, project, enabled, commands, rooms, rate, max)", quote(fields[0]))
+		return fail("unknown directive %s (want version, in-flight, notify, project, enabled, commands, rooms, rate, max)", quote(fields[0]))
 	}
 	pr := ps.cur
 	once := func() error {

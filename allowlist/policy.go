@@ -36,6 +36,10 @@
 //   - in-flight N: optional, before the first project: how many commands the
 //     device handles at once, all projects together (1 to MaxInFlight,
 //     default DefaultInFlight); a command beyond it is answered busy.
+//   - notify on|off: optional, before the first project: whether the running
+//     agent shows a desktop notification when a proposal arrives for review
+//     (default on). Off, the owner learns of proposals from `roomrelay
+//     review` only.
 //   - project ID: starts a project's block; the directives below belong to
 //     it until the next project line. A project appears once.
 //   - enabled yes|no: required in every block.
@@ -117,7 +121,8 @@ func (r Rate) String() string {
 // *Policy instead of editing the one it serves from).
 type Policy struct {
 	projects map[string]*project
-	inFlight int // 0: DefaultInFlight
+	inFlight int    // 0: DefaultInFlight
+	notify   string // "on", "off"; "": not set, which is on
 }
 
 // DefaultInFlight is the device's concurrent-command bound when the policy
@@ -307,6 +312,12 @@ func (p *Policy) Disable(projectID string) error {
 	return nil
 }
 
+// Notifications reports whether the agent notifies the desktop user of a
+// proposal waiting for review (the notify directive; on unless "notify off").
+func (p *Policy) Notifications() bool {
+	return p == nil || p.notify != "off"
+}
+
 func sortCommands(cmds []string) []string {
 	order := relay.CommandNames()
 	slices.SortFunc(cmds, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
@@ -334,6 +345,10 @@ func (p *Policy) Marshal() []byte {
 	b.WriteString("version 1\n")
 	if p.inFlight != 0 {
 		fmt.Fprintf(&b, "in-flight %d\n", p.inFlight)
+	}
+	// An explicit "notify on" is kept: the owner chose it, not the default.
+	if p.notify != "" {
+		fmt.Fprintf(&b, "notify %s\n", p.notify)
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.projects)) {
 		pr := p.projects[name]

@@ -149,7 +149,7 @@ func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Project", "Projects", "RateOf", "Save", "ServesRoom", "Summary"}
+	want := []string{"Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Project", "Projects", "RateOf", "Save", "ServesRoom", "Summary"}
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}
@@ -310,5 +310,37 @@ func TestSaveLoad(t *testing.T) {
 		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
 			t.Errorf("world-writable file: %v", err)
 		}
+	}
+}
+
+// TestNotifications: desktop notifications of proposals are on unless the
+// policy says "notify off"; a policy edited through Enable keeps the
+// setting.
+func TestNotifications(t *testing.T) {
+	for src, want := range map[string]bool{
+		"":                        true,
+		"version 1\n":             true,
+		"notify on\n":             true,
+		"notify off\n":            false,
+		"version 1\nnotify off\n": false,
+	} {
+		p, err := Parse([]byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if got := p.Notifications(); got != want {
+			t.Errorf("%q: Notifications() = %v, want %v", src, got, want)
+		}
+	}
+	if !(*Policy)(nil).Notifications() || !New().Notifications() {
+		t.Error("no policy: notifications should be on")
+	}
+	p, _ := Parse([]byte("notify off\n"))
+	if err := p.Enable("proj", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse(p.Marshal())
+	if err != nil || q.Notifications() {
+		t.Errorf("after Enable and a round trip: notifications %v, err %v\n%s", q.Notifications(), err, p.Marshal())
 	}
 }

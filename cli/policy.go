@@ -162,7 +162,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 					if ps == nil {
 						ps = []allowlist.ProjectInfo{}
 					}
-					return json.NewEncoder(e.Stdout).Encode(map[string]any{"file": policyPath(p), "in_flight": pol.InFlight(), "projects": ps})
+					return json.NewEncoder(e.Stdout).Encode(map[string]any{"file": policyPath(p), "in_flight": pol.InFlight(), "notifications": pol.Notifications(), "projects": ps})
 				}
 				fmt.Fprintf(e.Stdout, "# %s\n", policyPath(p))
 				if len(pol.Projects()) == 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/notify"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/internal/testutil"
@@ -168,6 +169,8 @@ func (dv *device) start(t testing.TB, hubURL string) {
 		ConfigDir: filepath.Join(dv.home, "config"), StateDir: filepath.Join(dv.home, "state"), DataDir: filepath.Join(dv.home, "data"),
 		HubURL: hubURL, DeviceID: dv.id, Token: dv.token, Version: "e2e", OS: "linux", Logger: logger(t),
 		Tick: 50 * time.Millisecond,
+		// No desktop notifications from tests on a developer's machine.
+		Notifier: notify.Func(func(context.Context, notify.Note) error { return nil }),
 		Agent: func(c *agent.Config) {
 			c.Backoff = agent.Backoff{Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond, ResetAfter: time.Second}
 			c.ShutdownGrace = 500 * time.Millisecond

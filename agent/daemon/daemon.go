@@ -2,7 +2,9 @@
 // loads the owner's allowlist, wires the policy guard, the audit log and the
 // room command handlers into an agent.Agent, and runs the housekeeping loop
 // that reloads the policy when its file changes and tells the hub about the
-// owner's review decisions. `roomrelay run` and the demo both use it.
+// owner's review decisions. A new proposal is announced to the desktop user
+// (agent/notify) unless the policy says "notify off". `roomrelay run` and
+// the demo both use it.
 package daemon
 
 import (
@@ -20,6 +22,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/notify"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
@@ -67,6 +70,9 @@ type Config struct {
 	Tick time.Duration
 	// Agent lets tests adjust the agent's settings (clock, backoff).
 	Agent func(*agent.Config)
+	// Notifier tells the desktop user a proposal waits for review (unless
+	// the policy says "notify off"); nil: the platform's, notify.Desktop.
+	Notifier notify.Notifier
 
 	Logger *slog.Logger
 }
@@ -81,6 +87,7 @@ type Daemon struct {
 	limiter *allowlist.Limiter
 	lock    *os.File // the state dir's lock, held while open
 	damaged string   // why the rooms store failed its check at open; "" if it passed
+	notes   *notify.Queue
 
 	policy      atomic.Pointer[allowlist.Policy]
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
@@ -114,7 +121,11 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now)}
+	if cfg.Notifier == nil {
+		cfg.Notifier = notify.Desktop(notify.Config{})
+	}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now),
+		notes: notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger})}
 	lock, err := lockStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -188,10 +199,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		d.housekeep(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.notes.Run(ctx)
 	}()
 	err := d.agent.Run(ctx)
 	cancel()

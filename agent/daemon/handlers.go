@@ -153,6 +153,11 @@ func (d *Daemon) propose(ctx context.Context, np rooms.NewProposal) (any, error)
 	if err != nil {
 		return nil, err
 	}
+	if !dup {
+		// Only here, on the create path: a retry (dup) or a restart never
+		// notifies again, so each proposal is announced at most once.
+		d.notifyProposal(ctx, p)
+	}
 	r := ProposalResult{ProposalID: p.ID, State: p.State, Duplicate: dup}
 	if p.State == rooms.ProposalPending {
 		r.State = "pending_review"

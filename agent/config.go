@@ -65,9 +65,12 @@ type Config struct {
 	// command without running it. A *relay.Error keeps its code; any other
 	// error denies with command_not_allowed.
 	Guard func(ctx context.Context, cmd *relay.Command) error
-	// Audit is told about every command that reaches the agent, allowed or
-	// denied, including expired, busy and redelivered ones.
-	Audit func(cmd *relay.Command, res *relay.Result, dur time.Duration)
+	// Audit is told about every delivery of a command that reaches the
+	// agent, allowed or denied, including expired, busy and redelivered ones.
+	// refused says the Guard refused the command (a policy decision, whatever
+	// the result's code: a hidden room's not_found reads like a missing
+	// one's); every duplicate delivery of that command gets the same verdict.
+	Audit func(cmd *relay.Command, res *relay.Result, dur time.Duration, refused bool)
 	// Notes are standing conditions the owner should know of (e.g. "no
 	// sandbox: ..."), shown by `roomrelay status` for as long as this agent runs.
 	Notes []string

@@ -25,7 +25,7 @@ func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
 		c.Policy = func() []relay.ProjectPolicy {
 			return []relay.ProjectPolicy{{Project: "p1", Commands: []string{"echo"}}}
 		}
-		c.Audit = func(*relay.Command, *relay.Result, time.Duration) { audits.Add(1) }
+		c.Audit = func(*relay.Command, *relay.Result, time.Duration, bool) { audits.Add(1) }
 		c.Notes = []string{"no sandbox: test"}
 	})
 	a.Register("echo", func(ctx context.Context, cmd *relay.Command) (any, error) {

@@ -63,6 +63,7 @@ type call struct {
 	cmd       *relay.Command
 	cancel    context.CancelFunc // set once the handler runs
 	cancelled bool               // a cancel frame arrived
+	refused   bool               // the Guard refused it (set by execute, read after)
 	waiters   []delivery
 }
 
@@ -94,7 +95,7 @@ func (d *dispatcher) dispatch(s *session, cmd *relay.Command) {
 	}
 	if refuse != nil {
 		d.mu.Unlock()
-		d.answer(dl, failure(cmd.ID, refuse))
+		d.answer(dl, failure(cmd.ID, refuse), false)
 		return
 	}
 	c := &call{cmd: cmd}
@@ -130,9 +131,10 @@ func (d *dispatcher) handle(first delivery, c *call) {
 	delete(d.calls, c.cmd.ID)
 	d.mu.Unlock()
 
-	d.answer(first, res)
+	d.answer(first, res, c.refused)
 	for _, w := range waiters {
-		d.answer(w, d.forDuplicate(c.cmd, w.cmd, res))
+		dup := d.forDuplicate(c.cmd, w.cmd, res)
+		d.answer(w, dup, c.refused && dup == res)
 	}
 
 	// Only now is the command out of flight: shutdown waits for this, so
@@ -192,6 +194,7 @@ func (d *dispatcher) execute(c *call) *relay.Result {
 			if !errors.As(err, &re) {
 				re = relay.Errorf(relay.CodeCommandNotAllowed, "%v", err)
 			}
+			c.refused = true // read by handle after execute returns
 			return failure(cmd.ID, re)
 		}
 	}
@@ -314,10 +317,10 @@ func failure(id string, e *relay.Error) *relay.Result {
 // answer audits a delivery and sends its result on the session it came in
 // on. If that session is gone the result is kept only in the dedupe store
 // (when the command ran), where a redelivery finds it.
-func (d *dispatcher) answer(dl delivery, res *relay.Result) {
+func (d *dispatcher) answer(dl delivery, res *relay.Result, refused bool) {
 	defer dl.s.leave()
 	if d.a.cfg.Audit != nil {
-		d.a.cfg.Audit(dl.cmd, res, time.Since(dl.start))
+		d.a.cfg.Audit(dl.cmd, res, time.Since(dl.start), refused)
 	}
 	b, err := relay.Encode(res)
 	if err != nil {

@@ -19,12 +19,15 @@ type auditLog struct {
 	recs []string // "id code" or "id ok"
 }
 
-func (l *auditLog) hook(cmd *relay.Command, res *relay.Result, _ time.Duration) {
+func (l *auditLog) hook(cmd *relay.Command, res *relay.Result, _ time.Duration, refused bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := cmd.ID + " ok"
 	if !res.OK {
 		s = cmd.ID + " " + string(res.Error.Code)
+	}
+	if refused {
+		s += " refused"
 	}
 	l.recs = append(l.recs, s)
 }
@@ -117,6 +120,49 @@ func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 		t.Errorf("runs = %d, results = %v", runs.Load(), results)
 	}
 	eventually(t, "3 audit records", func() bool { return len(audit.all()) == 3 })
+}
+
+// TestDuplicateOfARefusedCommandIsRefusedToo: a duplicate delivery that
+// waited on a command the guard refused (a room outside the owner's list
+// answers not_found, like a missing room) is audited with the same
+// verdict, not as an allowed not_found.
+func TestDuplicateOfARefusedCommandIsRefusedToo(t *testing.T) {
+	hub := newTestHub(t)
+	var audit auditLog
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Audit = audit.hook
+		c.Guard = func(ctx context.Context, cmd *relay.Command) error {
+			entered <- struct{}{}
+			<-release
+			return relay.RoomNotFound("hidden")
+		}
+	})
+	var runs atomic.Int32
+	a.Register(relay.CmdReadRoom, counting(&runs))
+	start(t, a)
+	c := hub.next(t)
+	cmd := command("hid", relay.CmdReadRoom, `{"room_id":"hidden"}`)
+	c.send(cmd)
+	<-entered
+	c.send(cmd)
+	eventually(t, "duplicate parked", func() bool {
+		a.cmds.mu.Lock()
+		defer a.cmds.mu.Unlock()
+		return a.cmds.calls["hid"] != nil && len(a.cmds.calls["hid"].waiters) == 1
+	})
+	close(release)
+	for range 2 {
+		wantCode(t, c.result(t), "hid", relay.CodeNotFound)
+	}
+	eventually(t, "both audited", func() bool { return len(audit.all()) == 2 })
+	if got := strings.Join(audit.all(), "|"); got != "hid not_found refused|hid not_found refused" {
+		t.Errorf("audit = %s, want both deliveries refused", got)
+	}
+	if runs.Load() != 0 {
+		t.Errorf("handler ran %d times", runs.Load())
+	}
 }
 
 func TestDedupeSurvivesAnAgentRestart(t *testing.T) {
@@ -244,7 +290,7 @@ func TestCommandsThatMustNotRun(t *testing.T) {
 		t.Errorf("guard saw %v; expired and unknown commands must not reach it", guarded)
 	}
 	gmu.Unlock()
-	want := []string{"exp expired", "unknown command_not_allowed", "off project_not_enabled", "plain command_not_allowed", "exp ok"}
+	want := []string{"exp expired", "unknown command_not_allowed", "off project_not_enabled refused", "plain command_not_allowed refused", "exp ok"}
 	if got := audit.all(); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("audit = %v, want %v", got, want)
 	}

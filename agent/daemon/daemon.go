@@ -96,7 +96,6 @@ type Daemon struct {
 	decideMu   sync.Mutex // one publisher of review decisions at a time; guards storeStamp, lastQuery
 	storeStamp [2]fileStamp
 	lastQuery  time.Time
-	denied     sync.Map // command id -> struct{}: the guard refused it
 
 	dirMu   sync.Mutex
 	lastDir []relay.RoomEntry // the directory last sent to the hub; nil: unknown

@@ -39,18 +39,15 @@ func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
 	if err == nil {
 		err = relay.ValidateArgs(cmd.Name, cmd.Args)
 	}
-	if err != nil {
-		d.denied.Store(cmd.ID, struct{}{})
-	}
 	return err
 }
 
 // record appends every command that reached the agent to the audit log.
-func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration) {
+func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration, refused bool) {
 	e := audit.FromCommand(cmd, res, dur)
-	// The guard knows a policy refusal for sure (a hidden room's not_found
-	// looks like a missing one's from the result alone).
-	if _, denied := d.denied.LoadAndDelete(cmd.ID); denied {
+	// The guard's verdict comes with the result: a hidden room's not_found
+	// looks like a missing one's from the result alone.
+	if refused {
 		e.Decision = audit.Denied
 	}
 	// Before the result leaves, the line is in the file either way. A

@@ -139,7 +139,9 @@ func runNodeScript(t *testing.T, dir string, env []string, name string, args ...
 var approvedInstance = regexp.MustCompile(`, instance_id (\S+) \(hash `)
 
 // ownerApprove approves proposal id as the owner does on the laptop, with
-// the real CLI (`roomrelay review approve ID --home HOME`) in process. The
+// the real CLI in process: `roomrelay review show ID --json` for the content
+// hash, then `roomrelay review approve ID --hash HASH --home HOME` (without
+// a terminal the CLI requires the hash the owner saw). The
 // e2e device's ConfigDir/StateDir/DataDir are HOME/config, HOME/state and
 // HOME/data, the layout --home gives the CLI, so it opens the agent's store.
 // It returns the instance id the CLI reports.
@@ -147,7 +149,17 @@ func ownerApprove(t *testing.T, dv *device, id string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
 	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
-	code := cli.Main(context.Background(), []string{"review", "approve", id, "--home", dv.home}, e)
+	if code := cli.Main(context.Background(), []string{"review", "show", id, "--json", "--home", dv.home}, e); code != cli.ExitOK {
+		t.Fatalf("roomrelay review show %s: exit %d\n%s", id, code, errb.String())
+	}
+	var shown struct {
+		ContentHash string `json:"content_hash"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &shown); err != nil || shown.ContentHash == "" {
+		t.Fatalf("review show --json: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	code := cli.Main(context.Background(), []string{"review", "approve", id, "--hash", shown.ContentHash, "--home", dv.home}, e)
 	if code != cli.ExitOK {
 		t.Fatalf("roomrelay review approve %s --home %s: exit %d\nstdout:\n%s\nstderr:\n%s", id, dv.home, code, out.String(), errb.String())
 	}

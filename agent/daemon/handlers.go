@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,52 +64,45 @@ func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration
 	}
 }
 
-func (d *Daemon) registerHandlers() {
-	d.agent.Register(relay.CmdReadRoom, func(ctx context.Context, cmd *relay.Command) (any, error) {
-		var a relay.ReadRoomArgs
-		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
-			return nil, err
+// handle registers fn for the command name. The guard, which runs before
+// every handler, already checked the arguments against the command's JSON
+// Schema (relay.ValidateArgs), so here they are only decoded.
+func handle[A any](d *Daemon, name string, fn func(ctx context.Context, cmd *relay.Command, a A) (any, error)) {
+	d.agent.Register(name, func(ctx context.Context, cmd *relay.Command) (any, error) {
+		var a A
+		args := cmd.Args
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = json.RawMessage(`{}`)
 		}
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, relay.Errorf(relay.CodeInvalidArgs, "args: %v", err)
+		}
+		return fn(ctx, cmd, a)
+	})
+}
+
+func (d *Daemon) registerHandlers() {
+	handle(d, relay.CmdReadRoom, func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomArgs) (any, error) {
 		return d.store.ReadRoom(ctx, cmd.ProjectID, a.RoomID)
 	})
-	d.agent.Register(relay.CmdListRoomApps, func(ctx context.Context, cmd *relay.Command) (any, error) {
-		var a relay.ListRoomAppsArgs
-		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
-			return nil, err
-		}
+	handle(d, relay.CmdListRoomApps, func(ctx context.Context, cmd *relay.Command, a relay.ListRoomAppsArgs) (any, error) {
 		if a.Limit == 0 {
 			a.Limit = defaultListLimit
 		}
 		return d.store.ListRoomApps(ctx, cmd.ProjectID, a.RoomID, a.Limit, a.Cursor)
 	})
-	d.agent.Register(relay.CmdReadRoomAppStatus, func(ctx context.Context, cmd *relay.Command) (any, error) {
-		var a relay.ReadRoomAppStatusArgs
-		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
-			return nil, err
-		}
+	handle(d, relay.CmdReadRoomAppStatus, func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomAppStatusArgs) (any, error) {
 		return d.store.ReadRoomAppStatus(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
 	})
-	d.agent.Register(relay.CmdProposeRoomSnippetApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
-		var a relay.ProposeSnippetArgs
-		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
-			return nil, err
-		}
+	handle(d, relay.CmdProposeRoomSnippetApp, func(ctx context.Context, cmd *relay.Command, a relay.ProposeSnippetArgs) (any, error) {
 		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceSnippet,
 			Name: a.Name, Files: a.Files, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
 	})
-	d.agent.Register(relay.CmdProposeRoomRepoApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
-		var a relay.ProposeRepoArgs
-		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
-			return nil, err
-		}
+	handle(d, relay.CmdProposeRoomRepoApp, func(ctx context.Context, cmd *relay.Command, a relay.ProposeRepoArgs) (any, error) {
 		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceRepo,
 			Name: a.Name, RepositoryID: a.RepositoryID, VersionID: a.VersionID, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
 	})
-	d.agent.Register(relay.CmdSmokeRunRoomApp, func(ctx context.Context, cmd *relay.Command) (any, error) {
-		var a relay.SmokeRunArgs
-		if err := relay.DecodeArgs(cmd.Name, cmd.Args, &a); err != nil {
-			return nil, err
-		}
+	handle(d, relay.CmdSmokeRunRoomApp, func(ctx context.Context, cmd *relay.Command, a relay.SmokeRunArgs) (any, error) {
 		res, summary, err := d.smokeRunApp(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
 		if err != nil {
 			return nil, err

@@ -22,12 +22,11 @@ import (
 //     error is relay.RoomNotFound, word for word what a missing room gets;
 //  4. invalid_args: an argument is over the project's tightened bound.
 //
-// The room is roomID, or args' room_id when roomID is "". When both are
-// given they must agree, so a caller cannot pass the policy one room and
-// the handler another. Decide judges only the policy: the arguments' schema
+// The room is args' room_id, the one the handler will touch, so the policy
+// and the handler cannot be given different rooms. Decide judges only the policy: the arguments' schema
 // and rules are relay.ValidateArgs' job, to be run after Decide; rates are
 // the Limiter's.
-func (p *Policy) Decide(projectID, command, roomID string, args json.RawMessage) error {
+func (p *Policy) Decide(projectID, command string, args json.RawMessage) error {
 	pr, ok := p.projects[projectID]
 	if !ok || !pr.enabled {
 		return relay.Errorf(relay.CodeProjectNotEnabled, "project %s is not enabled on this device", quote(projectID))
@@ -41,16 +40,11 @@ func (p *Policy) Decide(projectID, command, roomID string, args json.RawMessage)
 			return relay.Errorf(relay.CodeInvalidArgs, "args must be a JSON object")
 		}
 	}
-	room := roomID
+	var room string
 	if raw, ok := fields["room_id"]; ok {
-		var argRoom string
-		if err := json.Unmarshal(raw, &argRoom); err != nil {
+		if err := json.Unmarshal(raw, &room); err != nil {
 			return relay.Errorf(relay.CodeInvalidArgs, "room_id must be a string")
 		}
-		if roomID != "" && argRoom != roomID {
-			return relay.Errorf(relay.CodeInvalidArgs, "room_id in args differs from the command's room")
-		}
-		room = argRoom
 	}
 	if len(pr.rooms) > 0 && !slices.Contains(pr.rooms, room) {
 		return relay.RoomNotFound(room)

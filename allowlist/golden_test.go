@@ -16,8 +16,8 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // TestGolden parses every testdata/*.policy. A good file's golden holds its
-// canonical form (Marshal) and a decision for each "#? PROJECT COMMAND ROOM
-// ARGS" line in it ("-" for an empty project or room, or for no args); a bad
+// canonical form (Marshal) and a decision for each "#? PROJECT COMMAND ARGS"
+// line in it ("-" for an empty project, or for no args); a bad
 // file's golden holds the exact error.
 func TestGolden(t *testing.T) {
 	inputs, err := filepath.Glob("testdata/*.policy")
@@ -72,12 +72,12 @@ func render(t *testing.T, data []byte) string {
 		if !ok {
 			continue
 		}
-		f := strings.SplitN(q, " ", 4)
-		if len(f) != 4 {
-			t.Fatalf("query %q: want PROJECT COMMAND ROOM ARGS", q)
+		f := strings.SplitN(q, " ", 3)
+		if len(f) != 3 {
+			t.Fatalf("query %q: want PROJECT COMMAND ARGS", q)
 		}
 		dash := func(s string) string { return map[bool]string{true: "", false: s}[s == "-"] }
-		err := p.Decide(dash(f[0]), f[1], dash(f[2]), json.RawMessage(dash(f[3])))
+		err := p.Decide(dash(f[0]), f[1], json.RawMessage(dash(f[2])))
 		res := "allow"
 		if err != nil {
 			e, ok := err.(*relay.Error)

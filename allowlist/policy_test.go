@@ -29,7 +29,7 @@ func code(err error) relay.Code {
 func TestZeroPolicyDeniesEverything(t *testing.T) {
 	for _, p := range []*Policy{{}, New()} {
 		for _, c := range relay.CommandNames() {
-			if got := code(p.Decide("p", c, "r", nil)); got != relay.CodeProjectNotEnabled {
+			if got := code(p.Decide("p", c, json.RawMessage(`{"room_id":"r"}`))); got != relay.CodeProjectNotEnabled {
 				t.Errorf("%s: %s", c, got)
 			}
 		}
@@ -54,7 +54,7 @@ func TestEnableDisable(t *testing.T) {
 		if !relay.ReadOnlyCommand(c) {
 			want = relay.CodeCommandNotAllowed
 		}
-		if got := code(p.Decide("proj", c, "any-room", nil)); got != want {
+		if got := code(p.Decide("proj", c, json.RawMessage(`{"room_id":"any-room"}`))); got != want {
 			t.Errorf("default enable, %s: %q, want %q", c, got, want)
 		}
 	}
@@ -71,7 +71,7 @@ func TestEnableDisable(t *testing.T) {
 	if !reflect.DeepEqual(info, want) {
 		t.Errorf("got %+v\nwant %+v", info, want)
 	}
-	if got := code(p.Decide("proj", relay.CmdReadRoom, "r3", nil)); got != relay.CodeNotFound {
+	if got := code(p.Decide("proj", relay.CmdReadRoom, json.RawMessage(`{"room_id":"r3"}`))); got != relay.CodeNotFound {
 		t.Errorf("room outside the list: %q", got)
 	}
 	if got := p.Summary(); !reflect.DeepEqual(got, []relay.ProjectPolicy{{Project: "proj", Commands: []string{"read_room", "smoke_run_room_app"}}}) {
@@ -82,7 +82,7 @@ func TestEnableDisable(t *testing.T) {
 	info.Commands[0] = relay.CmdProposeRoomSnippetApp
 	info.Max[BoundListLimit] = 50
 	p.Summary()[0].Commands[0] = relay.CmdProposeRoomSnippetApp
-	if got := code(p.Decide("proj", relay.CmdProposeRoomSnippetApp, "r1", nil)); got != relay.CodeCommandNotAllowed {
+	if got := code(p.Decide("proj", relay.CmdProposeRoomSnippetApp, json.RawMessage(`{"room_id":"r1"}`))); got != relay.CodeCommandNotAllowed {
 		t.Errorf("editing a copy widened the policy: %q", got)
 	}
 	if n, _ := p.Max("proj", BoundListLimit); n != 5 {
@@ -92,7 +92,7 @@ func TestEnableDisable(t *testing.T) {
 	if err := p.Disable("proj"); err != nil {
 		t.Fatal(err)
 	}
-	if got := code(p.Decide("proj", relay.CmdReadRoom, "r1", nil)); got != relay.CodeProjectNotEnabled {
+	if got := code(p.Decide("proj", relay.CmdReadRoom, json.RawMessage(`{"room_id":"r1"}`))); got != relay.CodeProjectNotEnabled {
 		t.Errorf("after disable: %q", got)
 	}
 	if len(p.Summary()) != 0 {
@@ -133,7 +133,7 @@ func TestHiddenRoomLooksMissing(t *testing.T) {
 	if err := p.Enable("proj", nil, []string{"visible"}); err != nil {
 		t.Fatal(err)
 	}
-	got := p.Decide("proj", relay.CmdReadRoom, "secret", json.RawMessage(`{"room_id":"secret"}`))
+	got := p.Decide("proj", relay.CmdReadRoom, json.RawMessage(`{"room_id":"secret"}`))
 	if !reflect.DeepEqual(got, relay.RoomNotFound("secret")) {
 		t.Errorf("got %#v, want %#v", got, relay.RoomNotFound("secret"))
 	}

@@ -173,7 +173,7 @@ func TestNetworkCannotWidenPolicy(t *testing.T) {
 		{"proj-a", relay.CmdListRoomApps, "room-1"}, {"proj-a", relay.CmdProposeRoomSnippetApp, "room-1"},
 		{"proj-a", relay.CmdReadRoom, "room-2"}, {"proj-b", relay.CmdReadRoom, "room-b"},
 	} {
-		if err := p.Decide(d.project, d.command, d.room, nil); err == nil {
+		if err := p.Decide(d.project, d.command, json.RawMessage(`{"room_id":"`+d.room+`"}`)); err == nil {
 			t.Errorf("%s %s in %s became allowed", d.project, d.command, d.room)
 		}
 	}

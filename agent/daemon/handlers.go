@@ -35,7 +35,7 @@ func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
 	p := d.policy.Load()
 	err := d.limiter.Allow(p, cmd.ProjectID, cmd.Name)
 	if err == nil {
-		err = p.Decide(cmd.ProjectID, cmd.Name, "", cmd.Args)
+		err = p.Decide(cmd.ProjectID, cmd.Name, cmd.Args)
 	}
 	if err == nil {
 		err = relay.ValidateArgs(cmd.Name, cmd.Args)

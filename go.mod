@@ -3,6 +3,7 @@ module github.com/roomrelay/roomrelay
 go 1.26.4
 
 require (
+	github.com/alecthomas/chroma/v2 v2.27.0
 	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b
 	github.com/evanw/esbuild v0.28.2
 	github.com/go-sourcemap/sourcemap v2.1.3+incompatible

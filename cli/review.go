@@ -9,9 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,7 +57,11 @@ tick, so a cloud caller waiting on the proposal learns of it at once.
 
 With --web, serves a review page on 127.0.0.1 on a random port and prints
 its address, which holds a one-time session token; it runs until Ctrl-C.
-Control characters and bidi controls in files are shown as <U+XXXX> markers.`
+The page numbers and highlights every file, and checks a pending snippet in
+the sandbox before its buttons (rules, build, smoke-run, as 'snippet check'
+does; it never fetches the React runtime: see 'snippet fetch-runtime').
+Control characters, bidi controls and invisible characters in files are
+shown as <U+XXXX> markers, with a warning before the files.`
 
 func init() {
 	register(&Command{
@@ -71,6 +73,7 @@ func init() {
 			open := reviewStoreFlags(fs, e)
 			web := fs.Bool("web", false, "serve the review page on 127.0.0.1 (random port) until interrupted")
 			openPage := fs.Bool("open", false, "with --web: open the page in the default browser")
+			rf := reviewRuntimeFlags(fs, e)
 			return func(ctx context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("unknown subcommand %q (want list, show, approve, decline or --web)", args[0])
@@ -83,7 +86,7 @@ func init() {
 				if !*web {
 					return reviewList(ctx, e, s, false, false)
 				}
-				return reviewWeb(ctx, e, s, *openPage)
+				return reviewWeb(ctx, e, s, *openPage, rf)
 			}
 		},
 	})
@@ -145,40 +148,20 @@ func init() {
 		Synopsis: "ID [--hash H]",
 		Summary:  "approve a proposal: its app enters the Room's launcher",
 		Help: `Approves the content with hash H (as 'review show' prints it) and refuses if
-the proposal's content is not that. Without --hash, prints the files with
-their sizes and the hash, and approves that hash.`,
+the proposal's content is not that.
+
+Without --hash, on a terminal: shows every file in full (through $PAGER or
+less when long), then asks "Approve NAME for room ROOM? [y/N]"; only y or yes
+approves, and only the content shown. Without --hash and without a terminal
+(a script, a pipe) it refuses: a script approves the hash its owner read.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
 			open := reviewStoreFlags(fs, e)
-			hash := fs.String("hash", "", "the content `hash` that was reviewed")
+			hash := fs.String("hash", "", "the content `hash` that was reviewed (needed without a terminal)")
 			return func(ctx context.Context, args []string) error {
 				if len(args) != 1 {
 					return usagef("give one proposal ID (see `roomrelay review list`)")
 				}
-				s, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				h := *hash
-				if h == "" {
-					d, err := s.GetProposal(ctx, args[0])
-					if err != nil {
-						return err
-					}
-					printProposal(e.Stdout, d, false)
-					h = d.ContentHash
-				}
-				ap, err := s.ApproveProposal(ctx, args[0], h)
-				if errors.Is(err, rooms.ErrContentChanged) {
-					return fmt.Errorf("not approved: %w", err)
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(e.Stdout, "approved %s: %q is in the launcher of room %s/%s, instance_id %s (hash %s).\n",
-					ap.ID, ap.Name, ap.Project, ap.RoomID, ap.InstanceID, ap.ContentHash)
-				fmt.Fprintln(e.Stdout, "The running agent tells the hub within its tick.")
-				return nil
+				return reviewApprove(ctx, e, open, args[0], *hash)
 			}
 		},
 	})
@@ -249,65 +232,57 @@ func reviewList(ctx context.Context, e *Env, s *rooms.Store, all, asJSON bool) e
 	return tw.Flush()
 }
 
-// printProposal shows what the owner approves: with full, every file's text.
-func printProposal(w io.Writer, d rooms.ProposalDetail, full bool) {
+// printProposal shows what the owner approves, every file in full; hints
+// adds the commands that decide it.
+func printProposal(w io.Writer, d rooms.ProposalDetail, hints bool) {
 	fmt.Fprintf(w, "Proposal      %s (%s)\n", d.ID, d.State)
-	fmt.Fprintf(w, "Name          %s\n", review.Printable(d.Name))
-	fmt.Fprintf(w, "Room          %s/%s\n", d.Project, d.RoomID)
+	fmt.Fprintf(w, "Name          %s\n", cell(d.Name))
+	fmt.Fprintf(w, "Room          %s/%s\n", cell(d.Project), cell(d.RoomID))
 	fmt.Fprintf(w, "Kind          %s\n", d.Kind)
+	fmt.Fprintf(w, "Proposed by   %s\n", cell(review.ProposedBy(d.Proposal)))
+	fmt.Fprintf(w, "Arrived       %s\n", d.CreatedAt.UTC().Format(review.TimeFormat))
 	fmt.Fprintf(w, "Key           %s\n", d.IdempotencyKey)
 	fmt.Fprintf(w, "Content hash  %s\n", d.ContentHash)
 	if d.Kind == rooms.SourceRepo {
 		fmt.Fprintf(w, "Repository    %s @ %s\n%s. %s\n", d.RepositoryID, d.VersionID, review.TextRepo, review.TextRepoNote)
 	} else {
+		printHiddenBanner(w, d)
 		fmt.Fprintf(w, "\nReview all proposed files (%d), %d bytes:\n", len(d.Files), d.TotalBytes)
 		for _, path := range d.SortedPaths() {
 			c := d.Files[path]
-			fmt.Fprintf(w, "\n=== %s (%d bytes, %d lines) ===\n", path, len(c), review.LineCount(c))
-			if full {
-				txt := review.Printable(c)
-				fmt.Fprint(w, txt)
-				if !strings.HasSuffix(txt, "\n") {
-					fmt.Fprintln(w, "\n[no newline at end of file]")
-				}
+			fmt.Fprintf(w, "\n=== %s (%d bytes, %d lines) ===\n", cell(path), len(c), review.LineCount(c))
+			txt := review.Printable(c)
+			fmt.Fprint(w, txt)
+			if txt != "" && !strings.HasSuffix(txt, "\n") {
+				fmt.Fprintln(w, "\n[no newline at end of file]")
 			}
 		}
 	}
 	if d.State == rooms.ProposalPending {
 		fmt.Fprintf(w, "\n%s\n", review.TextApproval)
-		if full {
+		if hints {
 			fmt.Fprintf(w, "Approve: roomrelay review approve %s --hash %s\nDecline: roomrelay review decline %s\n", d.ID, d.ContentHash, d.ID)
 		}
 	}
 }
 
-func reviewWeb(ctx context.Context, e *Env, s *rooms.Store, open bool) error {
-	srv, err := review.Listen(s, e.Logger)
-	if err != nil {
-		return exitErr(ExitUnavailable, err)
+// printHiddenBanner warns before the files when any holds characters
+// Printable marks, naming each file, as the review page does.
+func printHiddenBanner(w io.Writer, d rooms.ProposalDetail) {
+	var lines []string
+	if h := review.ScanHidden(d.Name); h.Any() {
+		lines = append(lines, "the proposal's name: "+h.String())
 	}
-	fmt.Fprintf(e.Stdout, "Review page (this device only; the address holds a one-time token):\n\n  %s\n\nPress Ctrl-C to stop.\n", srv.URL())
-	if open {
-		if err := openBrowser(ctx, srv.URL()); err != nil {
-			fmt.Fprintf(e.Stderr, "could not open a browser (%v); open the address above yourself\n", err)
+	for _, path := range d.SortedPaths() {
+		if h := review.ScanHidden(d.Files[path]); h.Any() {
+			lines = append(lines, cell(path)+": "+h.String())
 		}
 	}
-	return srv.Run(ctx)
-}
-
-// openBrowser hands url to the desktop's opener, which returns once the
-// browser has it.
-func openBrowser(ctx context.Context, url string) error {
-	name := "xdg-open"
-	if runtime.GOOS == "darwin" {
-		name = "open"
+	if len(lines) == 0 {
+		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, url)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+	fmt.Fprintf(w, "\n!! WARNING  %s\n", review.HiddenWarning)
+	for _, l := range lines {
+		fmt.Fprintf(w, "!!   %s\n", l)
 	}
-	return nil
 }

@@ -243,9 +243,34 @@ func artifactDir(t *testing.T) string {
 	return t.TempDir()
 }
 
-// TestReviewPageInBrowser: the owner opens the printed URL in Chromium, sees
-// every file in full, clicks "Approve and create" (the app enters the
-// launcher), and declines another proposal.
+// screenshotPage saves the whole page, not only the window: the window is
+// grown to the document's height for the shot, then put back.
+func (wd *webdriver) screenshotPage(path string) {
+	wd.t.Helper()
+	var h int
+	_ = json.Unmarshal(wd.script(`return Math.ceil(document.documentElement.scrollHeight)`), &h)
+	var rect struct{ Width, Height int }
+	_ = json.Unmarshal(wd.call(http.MethodGet, wd.s("/window/rect"), nil), &rect)
+	if h > rect.Height {
+		wd.call(http.MethodPost, wd.s("/window/rect"), map[string]int{"width": rect.Width, "height": min(h+120, 12000)})
+		defer wd.call(http.MethodPost, wd.s("/window/rect"), map[string]int{"width": rect.Width, "height": rect.Height})
+	}
+	wd.screenshot(path)
+}
+
+// trojan is a "Trojan Source" line: bidi controls make the comment read
+// as if the check were code.
+const trojan = "export const role = \"user\u202e \u2066// admin only\u2069 \u2066\";\n"
+
+// TestReviewPageInBrowser: the owner opens the printed URL in Chromium and
+// sees the pending list with who proposed what; on a proposal, every file
+// in full, numbered and highlighted, without scrolling inside a box, a
+// banner about hidden characters above the files, who proposed it and
+// when, and the sandbox check before the buttons; the page runs no script
+// (the CSP refuses it). Clicking "Approve and create" puts the app in the
+// launcher; another proposal, clean (no banner), is declined. Screenshots
+// of the list, the proposal and the approved page go to
+// ROOMRELAY_ARTIFACTS (dist/artifacts/browser in CI).
 func TestReviewPageInBrowser(t *testing.T) {
 	chromium, driver := lookBrowser(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,11 +290,13 @@ func TestReviewPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A file that tries to end the <pre> and run script must stay text.
-	files["src/notes.ts"] = "// </pre><script>document.title='pwned'</script>\nexport const notes = 1;\n"
+	// A file that tries to end the <pre> and run script must stay text;
+	// its bidi controls must raise the banner.
+	files["src/notes.ts"] = "// </pre><script>document.title='pwned'</script>\nexport const notes = 1;\n" + trojan
+	const by = `MCP client token "standup-bot" (ct_3f9a)`
 	propose := func(name string, files map[string]string) rooms.Proposal {
 		p, _, err := s.CreateProposal(ctx, rooms.NewProposal{ProjectID: "proj-a", RoomID: "room-1", Kind: rooms.SourceSnippet,
-			Name: name, Files: files, IdempotencyKey: relay.SnippetKey("room-1", name, files)})
+			Name: name, Files: files, IdempotencyKey: relay.SnippetKey("room-1", name, files), ProposedBy: by})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +305,12 @@ func TestReviewPageInBrowser(t *testing.T) {
 	timer := propose("Standup timer", files)
 	other := propose("Other", map[string]string{"src/App.tsx": "export default function App() { return null }\n"})
 
-	srv, err := Listen(s, nil)
+	checker := browserChecker(t)
+	var opts []Option
+	if checker != nil {
+		opts = append(opts, WithChecker(checker, 0))
+	}
+	srv, err := Listen(s, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +333,10 @@ func TestReviewPageInBrowser(t *testing.T) {
 	if links := wd.findAll("a.proposal-link"); len(links) != 2 {
 		t.Fatalf("%d pending proposals listed, want 2", len(links))
 	}
+	if cells := wd.findAll("td.proposed-by"); len(cells) != 2 || wd.text(cells[0]) != by {
+		t.Errorf("list: proposed-by cells %d", len(cells))
+	}
+	wd.screenshotPage(filepath.Join(artifactDir(t), "review-list.png"))
 	wd.click(wd.find(fmt.Sprintf(`a[href="/p/%s"]`, timer.ID)))
 
 	if got := wd.waitText("#files-heading", "Review all proposed files (3)"); got != "Review all proposed files (3)" {
@@ -312,49 +348,134 @@ func TestReviewPageInBrowser(t *testing.T) {
 	if a, d := wd.text(wd.find("#approve")), wd.text(wd.find("#decline")); a != TextApprove || d != TextDecline {
 		t.Errorf("buttons %q, %q", a, d)
 	}
+	if got, want := wd.text(wd.find("#proposed-by")), by; got != want {
+		t.Errorf("proposed by %q, want %q", got, want)
+	}
+	if got, want := wd.text(wd.find("#arrived")), timer.CreatedAt.UTC().Format(TimeFormat); got != want {
+		t.Errorf("arrived %q, want %q", got, want)
+	}
 	sections := wd.findAll("section.file")
 	if len(sections) != len(files) {
 		t.Fatalf("%d file boxes, want %d", len(sections), len(files))
 	}
-	// Every file in full: the DOM text of each box is the file, byte for
-	// byte, and each box scrolls on its own.
+	// Every file in full: the code text of each box is the file byte for
+	// byte (hidden characters as their markers), one numbered line per
+	// line, highlighted by the style sheet, and no box scrolls vertically:
+	// the page shows the whole file.
 	var shown []struct {
-		Path, Size, Text string
-		Scrolls          bool
+		Path, Size, Text    string
+		Numbers             []string
+		NumbersSelectable   bool
+		Keywords            int
+		KeywordColor        string
+		BoxHeight, ContentH float64
+		LineHeight          float64
+		HiddenMarks         int
+		ScrollsInside       bool
 	}
 	raw := wd.script(`return Array.from(document.querySelectorAll("section.file")).map(s => {
 		const pre = s.querySelector("pre");
-		const st = getComputedStyle(pre);
+		const kw = pre.querySelector("span.kr, span.kd, span.k");
+		const ln = pre.querySelector(".ln");
+		const line = pre.querySelector(".line");
 		return {Path: s.querySelector(".file-path").textContent, Size: s.querySelector(".file-size").textContent,
-			Text: pre.textContent, Scrolls: st.overflowY === "auto" && st.maxHeight !== "none"};
+			Text: Array.from(pre.querySelectorAll(".cl")).map(c => c.textContent).join(""),
+			Numbers: Array.from(pre.querySelectorAll(".ln")).map(n => n.textContent),
+			NumbersSelectable: ln ? getComputedStyle(ln).userSelect !== "none" : false,
+			Keywords: pre.querySelectorAll("span.kr, span.kd, span.k").length,
+			KeywordColor: kw ? getComputedStyle(kw).color : "",
+			BoxHeight: pre.clientHeight, ContentH: pre.scrollHeight,
+			LineHeight: line ? line.getBoundingClientRect().height : 0,
+			HiddenMarks: pre.querySelectorAll(".hidden-char").length,
+			ScrollsInside: pre.scrollHeight > pre.clientHeight + 1};
 	})`)
 	if err := json.Unmarshal(raw, &shown); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range shown {
 		want, ok := files[f.Path]
-		if !ok || f.Text != want {
+		if !ok || f.Text != Printable(want) {
 			t.Errorf("%s: shown text differs from the file (%d vs %d bytes)", f.Path, len(f.Text), len(want))
 		}
-		if !strings.HasPrefix(f.Size, strconv.Itoa(len(want))+" bytes") {
+		if !strings.HasPrefix(f.Size, strconv.Itoa(len(want))+" bytes, "+strconv.Itoa(LineCount(want))+" line") {
 			t.Errorf("%s: size %q, want %d bytes", f.Path, f.Size, len(want))
 		}
-		if !f.Scrolls {
-			t.Errorf("%s: not in its own scroll box", f.Path)
+		if n := LineCount(want); len(f.Numbers) != n || f.Numbers[0] != "1" || f.Numbers[n-1] != strconv.Itoa(n) {
+			t.Errorf("%s: line numbers %v, want 1..%d", f.Path, f.Numbers, n)
 		}
+		if f.NumbersSelectable {
+			t.Errorf("%s: line numbers would be copied with the code", f.Path)
+		}
+		if f.ScrollsInside || f.BoxHeight < float64(LineCount(want))*f.LineHeight {
+			t.Errorf("%s: box %.0f px for %.0f px of content: the file does not show in full", f.Path, f.BoxHeight, f.ContentH)
+		}
+		switch f.Path {
+		case "src/App.tsx", "src/notes.ts":
+			// #cf222e from highlight.css: the sheet loaded under the CSP.
+			if f.Keywords == 0 || f.KeywordColor != "rgb(207, 34, 46)" {
+				t.Errorf("%s: %d keywords highlighted, colour %q", f.Path, f.Keywords, f.KeywordColor)
+			}
+		}
+		if wantMarks := strings.Count(Printable(want), "⟨U+"); f.HiddenMarks != wantMarks {
+			t.Errorf("%s: %d hidden-character marks, want %d", f.Path, f.HiddenMarks, wantMarks)
+		}
+	}
+	if n := len(shown); n == 0 || shown[0].Path != "src/App.tsx" || len(shown[0].Numbers) != 62 {
+		t.Errorf("the 62-line standup timer is not the first box in full")
+	}
+	// The banner is above the files and names the file with bidi controls.
+	banner := wd.text(wd.find("#hidden-banner"))
+	if !strings.Contains(banner, "Hidden characters") || !strings.Contains(banner, "src/notes.ts: 4 bidi controls (U+202E, U+2066, U+2069)") ||
+		strings.Contains(banner, "src/App.tsx") {
+		t.Errorf("banner %q", banner)
+	}
+	// The sandbox check comes before the buttons.
+	var order struct{ BannerFirst, CheckFirst bool }
+	_ = json.Unmarshal(wd.script(`const f = document.getElementById("files-heading"), c = document.getElementById("sandbox-check"), a = document.getElementById("approve");
+		return {BannerFirst: !!(document.getElementById("hidden-banner").compareDocumentPosition(f) & Node.DOCUMENT_POSITION_FOLLOWING),
+			CheckFirst: !!(c && (c.compareDocumentPosition(a) & Node.DOCUMENT_POSITION_FOLLOWING))}`), &order)
+	if !order.BannerFirst || !order.CheckFirst {
+		t.Errorf("order: banner before files %v, check before buttons %v", order.BannerFirst, order.CheckFirst)
+	}
+	check := wd.text(wd.find("#sandbox-check p"))
+	wantCheck := "Passed: passes the proposal rules, builds, renders 12 elements (3 buttons), 3 onClick handlers clicked without error"
+	if checker == nil {
+		wantCheck = "Not checked: this review page was started without the sandbox"
+	}
+	if check != wantCheck {
+		t.Errorf("sandbox check %q, want %q", check, wantCheck)
 	}
 	var title string
 	_ = json.Unmarshal(wd.script(`return document.title`), &title)
 	if strings.Contains(title, "pwned") || len(wd.findAll("main script")) != 0 {
 		t.Fatalf("a proposed file's markup ran: title %q", title)
 	}
-	wd.screenshot(filepath.Join(artifactDir(t), "review-proposal.png"))
+	// The page's CSP refuses script: a <script> element added to the page
+	// does not run, and the browser reports the violation.
+	var csp struct {
+		Ran       bool
+		Violation string
+	}
+	_ = json.Unmarshal(wd.script(`let v = "";
+		document.addEventListener("securitypolicyviolation", e => { v = e.effectiveDirective; });
+		const s = document.createElement("script");
+		s.textContent = "window.__ran = true";
+		document.body.appendChild(s);
+		return new Promise(r => setTimeout(() => r({Ran: window.__ran === true, Violation: v}), 100));`), &csp)
+	if csp.Ran || !strings.HasPrefix(csp.Violation, "script-src") {
+		t.Errorf("an injected script: ran %v, violation %q", csp.Ran, csp.Violation)
+	}
+	wd.screenshotPage(filepath.Join(artifactDir(t), "review-proposal-bidi.png"))
 
+	// Checking ran the snippet, approving nothing.
+	if d, err := s.GetProposal(ctx, timer.ID); err != nil || d.State != rooms.ProposalPending {
+		t.Fatalf("after the check: %s %v", d.State, err)
+	}
 	wd.click(wd.find("#approve"))
 	if h := wd.waitText("h1", "Approved"); h != "Approved" {
 		t.Fatalf("after approve: %q: %s", h, wd.text(wd.find("main")))
 	}
-	wd.screenshot(filepath.Join(artifactDir(t), "review-approved.png"))
+	wd.screenshotPage(filepath.Join(artifactDir(t), "review-approved.png"))
 	page, err := s.ListRoomApps(ctx, "proj-a", "room-1", 50, "")
 	if err != nil || len(page.Items) != 1 || page.Items[0].Name != "Standup timer" {
 		t.Fatalf("launcher after approve: %+v %v", page.Items, err)
@@ -363,6 +484,9 @@ func TestReviewPageInBrowser(t *testing.T) {
 	wd.navigate(strings.SplitN(srv.URL(), "?", 2)[0])
 	wd.click(wd.find(fmt.Sprintf(`a[href="/p/%s"]`, other.ID)))
 	wd.waitText("#decline", TextDecline)
+	if n := len(wd.findAll("#hidden-banner")) + len(wd.findAll(".hidden-char")); n != 0 {
+		t.Errorf("a clean proposal shows %d hidden-character warnings", n)
+	}
 	wd.click(wd.find("#decline"))
 	if h := wd.waitText("h1", "Declined"); h != "Declined" {
 		t.Fatalf("after decline: %q", h)

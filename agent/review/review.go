@@ -1,6 +1,8 @@
 // Package review is the device owner's review page for proposals: a small
 // HTTP handler served on 127.0.0.1 only, by `roomrelay review --web`. It lists
-// pending proposals, shows every proposed file in full as escaped text, and
+// pending proposals, shows every proposed file in full as escaped text
+// (numbered, highlighted on the server, hidden characters marked and named
+// in a banner) with who proposed it, when, and a sandbox check of it, and
 // approves (bound to the content hash shown) or declines them in the local
 // store. The running agent announces the decision to the hub.
 //
@@ -25,9 +27,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/roomrelay/roomrelay/agent/rooms"
-	"github.com/roomrelay/roomrelay/relay"
 )
 
 // Texts of the review card, from the seed.
@@ -52,12 +54,9 @@ var assets embed.FS
 // every roomrelay process, and only `review serve` renders a page.
 var pages = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("").Funcs(template.FuncMap{
-		"plural": func(n int, one, many string) string {
-			if n == 1 {
-				return one
-			}
-			return many
-		},
+		"plural":    plural,
+		"printable": Printable,
+		"time":      func(t time.Time) string { return t.UTC().Format(TimeFormat) },
 	}).ParseFS(assets, "templates/*.html"))
 })
 
@@ -77,6 +76,10 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 
+	checker      Checker // nil: the page says the proposal was not checked
+	checkTimeout time.Duration
+	checks       checkCache
+
 	mu      sync.Mutex
 	token   string // the one-time URL token; "" once exchanged
 	session string // the session cookie's value; "" until the token is used
@@ -85,7 +88,7 @@ type Handler struct {
 
 // NewHandler returns the handler for a server reachable at host
 // ("127.0.0.1:port"). Token is the one-time token for the URL.
-func NewHandler(store Store, host string, log *slog.Logger) (*Handler, error) {
+func NewHandler(store Store, host string, log *slog.Logger, opts ...Option) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -94,7 +97,10 @@ func NewHandler(store Store, host string, log *slog.Logger) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{store: store, host: host, log: log, token: tok,
-		cookie: "rr_review_" + strings.NewReplacer(".", "_", ":", "_").Replace(host)}
+		cookie: "rr_review_" + strings.NewReplacer(".", "_", ":", "_").Replace(host), checkTimeout: DefaultCheckTimeout}
+	for _, o := range opts {
+		o(h)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.withSession(h.list))
 	mux.HandleFunc("GET /p/{id}", h.withSession(h.show))
@@ -103,6 +109,10 @@ func NewHandler(store Store, host string, log *slog.Logger) (*Handler, error) {
 	mux.HandleFunc("GET /static/review.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		http.ServeFileFS(w, r, assets, "static/review.css")
+	})
+	mux.HandleFunc("GET /static/highlight.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		_, _ = w.Write(highlightCSS())
 	})
 	h.mux = mux
 	return h, nil
@@ -236,98 +246,4 @@ func (h *Handler) render(w http.ResponseWriter, status int, name string, data an
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
-}
-
-type listPage struct {
-	Proposals []rooms.Proposal
-}
-
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, _ string) {
-	ps, err := h.store.ListProposals(r.Context(), rooms.ProposalFilter{State: rooms.ProposalPending})
-	if err != nil {
-		h.log.Error("review: list proposals", "err", err)
-		h.fail(w, http.StatusInternalServerError, "Error", "The local store could not be read.")
-		return
-	}
-	h.render(w, http.StatusOK, "list.html", listPage{Proposals: ps})
-}
-
-type fileView struct {
-	Path    string
-	Bytes   int
-	Lines   int
-	Content string
-}
-
-type proposalPage struct {
-	P     rooms.Proposal
-	Files []fileView
-	CSRF  string
-	Texts map[string]string
-}
-
-var texts = map[string]string{"Approval": TextApproval, "Approve": TextApprove, "Decline": TextDecline,
-	"Repo": TextRepo, "RepoNote": TextRepoNote}
-
-func (h *Handler) show(w http.ResponseWriter, r *http.Request, csrf string) {
-	d, err := h.store.GetProposal(r.Context(), r.PathValue("id"))
-	if err != nil {
-		h.storeError(w, err)
-		return
-	}
-	pg := proposalPage{P: d.Proposal, CSRF: csrf, Texts: texts}
-	for _, p := range d.SortedPaths() {
-		c := d.Files[p]
-		pg.Files = append(pg.Files, fileView{Path: p, Bytes: len(c), Lines: LineCount(c), Content: Printable(c)})
-	}
-	h.render(w, http.StatusOK, "proposal.html", pg)
-}
-
-func (h *Handler) decide(approve bool) func(w http.ResponseWriter, r *http.Request, csrf string) {
-	return func(w http.ResponseWriter, r *http.Request, _ string) {
-		id := r.PathValue("id")
-		var p rooms.Proposal
-		var err error
-		if approve {
-			// Only the hash the owner was shown is approved.
-			p, err = h.store.ApproveProposal(r.Context(), id, r.PostForm.Get("hash"))
-		} else {
-			p, err = h.store.DeclineProposal(r.Context(), id)
-		}
-		if err != nil {
-			h.storeError(w, err)
-			return
-		}
-		if approve {
-			h.log.Info("review: approved on the review page", "proposal", id, "instance_id", p.InstanceID)
-			h.render(w, http.StatusOK, "message.html", messagePage{Title: "Approved",
-				Message: fmt.Sprintf("%q is now in the Room app launcher of room %s (app %s). The agent tells the hub within a second or so.", p.Name, p.RoomID, p.InstanceID),
-				Link:    "/", LinkText: "Pending proposals"})
-			return
-		}
-		h.log.Info("review: declined on the review page", "proposal", id)
-		h.render(w, http.StatusOK, "message.html", messagePage{Title: "Declined",
-			Message: fmt.Sprintf("%q was declined and its files discarded. Its idempotency key stays spent.", p.Name),
-			Link:    "/", LinkText: "Pending proposals"})
-	}
-}
-
-func (h *Handler) storeError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, rooms.ErrContentChanged):
-		h.fail(w, http.StatusConflict, "Not approved: the content changed",
-			"The proposal's content is not what this page showed, so nothing was approved. Open the proposal again and review what it holds now.")
-	case errors.Is(err, rooms.ErrNotPending):
-		h.fail(w, http.StatusConflict, "Already decided", "This proposal was already approved or declined (perhaps in another window or with `roomrelay review`).")
-	case isNotFound(err):
-		h.fail(w, http.StatusNotFound, "No such proposal", "There is no proposal with that id on this device.")
-	default:
-		h.log.Error("review: store", "err", err)
-		h.fail(w, http.StatusInternalServerError, "Error", "The local store failed: "+err.Error())
-	}
-}
-
-func isNotFound(err error) bool {
-	var re *relay.Error
-	return errors.As(err, &re) && re.Code == relay.CodeNotFound
 }

@@ -2,12 +2,14 @@ package review
 
 import (
 	"context"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,7 +29,7 @@ type fixture struct {
 	c     *http.Client
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...Option) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	s, err := rooms.Open(ctx, filepath.Join(t.TempDir(), "rooms.db"), nil)
@@ -42,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(nil)
-	h, err := NewHandler(s, ts.Listener.Addr().String(), nil)
+	h, err := NewHandler(s, ts.Listener.Addr().String(), nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +190,40 @@ func TestHostHeaderAndSecurityHeaders(t *testing.T) {
 	}
 }
 
+// codeRe finds each file's code block; tagRe the only markup the page
+// puts inside one.
+var (
+	codeRe = regexp.MustCompile(`(?s)<pre class="file-content chroma w\d"><code>(.*?)</code></pre>`)
+	lnRe   = regexp.MustCompile(`<span class="ln">\d+</span>`)
+	tagRe  = regexp.MustCompile(`</?span[^<>]*>`)
+)
+
+// shownFiles is the text of each code block of a page as a reader sees
+// it (line numbers left out), in page order. It fails if a block holds
+// markup other than the page's own spans: file content must be escaped.
+func shownFiles(t *testing.T, body string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range codeRe.FindAllStringSubmatch(body, -1) {
+		text := tagRe.ReplaceAllString(lnRe.ReplaceAllString(m[1], ""), "")
+		if strings.ContainsAny(text, "<>") {
+			t.Fatalf("markup inside a code block: %.200q", text)
+		}
+		out = append(out, html.UnescapeString(text))
+	}
+	return out
+}
+
 func TestFilesShownInFullAndEscaped(t *testing.T) {
 	f := newFixture(t)
 	long := strings.Repeat("// line of a long file\n", 400)
-	files := map[string]string{"src/App.tsx": hostile, "src/styles.css": "body { color: red }\n", "src/long.ts": long}
+	files := map[string]string{"src/App.tsx": hostile, "src/styles.css": "body { color: red }\n", "src/long.ts": long,
+		"src/data.json": `{"a": "</code></pre><script>x</script>"}`, "src/notes.txt": "no newline at the end",
+		// Markup before a hidden character; a lexed file without a final
+		// newline (the lexer adds one, the page must not).
+		"src/mixed.ts": "// <img src=x onerror=alert(3)>\u202e</code>\n", "src/short.ts": "export const x = 1",
+		// Carriage returns stay visible (chroma's default turns them into newlines).
+		"src/crlf.ts": "const a = 1;\r\nconst b = 2;\rconst c = 3;\n"}
 	p := f.propose("Hostile", files)
 	f.login()
 	r := f.get("/p/" + p.ID)
@@ -199,9 +231,8 @@ func TestFilesShownInFullAndEscaped(t *testing.T) {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
 	for _, want := range []string{
-		"Review all proposed files (3)", TextApproval, TextApprove, TextDecline, p.ContentHash,
-		"&lt;/pre&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;",
-		"src/App.tsx", "src/styles.css", "src/long.ts", "9200 bytes", long,
+		"Review all proposed files (8)", TextApproval, TextApprove, TextDecline, p.ContentHash,
+		"src/App.tsx", "src/styles.css", "src/long.ts", "9200 bytes, 400 lines", "21 bytes, 1 line<",
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("page lacks %.80q", want)
@@ -210,8 +241,19 @@ func TestFilesShownInFullAndEscaped(t *testing.T) {
 	if strings.Contains(r.body, "<script") || strings.Contains(r.body, "<img") {
 		t.Errorf("file content escaped into markup:\n%s", r.body)
 	}
-	if n := strings.Count(r.body, `<pre class="file-content">`); n != 3 {
-		t.Errorf("%d scroll boxes, want 3", n)
+	if !strings.Contains(r.body, "src/crlf.ts</code> <span class=\"muted file-size\">40 bytes, 2 lines, TypeScript</span>") {
+		t.Error("the CRLF file is not highlighted")
+	}
+	// Every file in full, byte for byte, in path order.
+	got := shownFiles(t, r.body)
+	paths := []string{"src/App.tsx", "src/crlf.ts", "src/data.json", "src/long.ts", "src/mixed.ts", "src/notes.txt", "src/short.ts", "src/styles.css"}
+	if len(got) != len(paths) {
+		t.Fatalf("%d code blocks, want %d", len(got), len(paths))
+	}
+	for i, path := range paths {
+		if got[i] != Printable(files[path]) {
+			t.Errorf("%s shown as %.120q, want %.120q", path, got[i], Printable(files[path]))
+		}
 	}
 }
 
@@ -329,6 +371,20 @@ func TestServerListensOnLoopback(t *testing.T) {
 	}
 }
 
+func TestScanHidden(t *testing.T) {
+	if h := ScanHidden("plain\n\tcode ❤️"); h.Any() {
+		t.Errorf("plain text: %+v", h)
+	}
+	h := ScanHidden("\u202e\u202e\u200b\x1b")
+	if h.Bidi != 2 || h.Invisible != 1 || h.Control != 1 || h.String() != "2 bidi controls, 1 invisible character, 1 control character (U+202E, U+200B, U+001B)" {
+		t.Errorf("got %+v %q", h, h.String())
+	}
+	many := ScanHidden("\u202a\u202b\u202c\u202d\u202e\u2066\u2067")
+	if !strings.HasSuffix(many.String(), "U+2066, …)") {
+		t.Errorf("many: %q", many.String())
+	}
+}
+
 func TestPrintable(t *testing.T) {
 	cases := map[string]string{
 		"plain\n\tcode":           "plain\n\tcode",
@@ -336,6 +392,11 @@ func TestPrintable(t *testing.T) {
 		"ok\rhidden":              "ok⟨U+000D⟩hidden",
 		"if (x \u202e} \u2066{ y": "if (x ⟨U+202E⟩} ⟨U+2066⟩{ y",
 		"naïve 日本 </pre>":         "naïve 日本 </pre>",
+		"is\u200bAdmin":           "is⟨U+200B⟩Admin",
+		"\ufeffa\u2060b\u3164":    "⟨U+FEFF⟩a⟨U+2060⟩b⟨U+3164⟩",
+		"tag\U000E0041":           "tag⟨U+E0041⟩",
+		"line\u2028sep":           "line⟨U+2028⟩sep",
+		"emoji ❤️ é":              "emoji ❤️ é", // U+FE0F and combining marks stay
 	}
 	for in, want := range cases {
 		if got := Printable(in); got != want {

@@ -20,7 +20,7 @@ type Server struct {
 
 // Listen opens 127.0.0.1 on a random port (never another interface: the
 // page changes what runs on this device).
-func Listen(store Store, log *slog.Logger) (*Server, error) {
+func Listen(store Store, log *slog.Logger, opts ...Option) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -28,7 +28,7 @@ func Listen(store Store, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("review: listen on 127.0.0.1: %w", err)
 	}
-	h, err := NewHandler(store, ln.Addr().String(), log)
+	h, err := NewHandler(store, ln.Addr().String(), log, opts...)
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -1,0 +1,14 @@
+package cli
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// fdIsTerminal asks the kernel for the terminal's settings, as x/term
+// does (x/sys is already a dependency; x/term is not).
+func fdIsTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -93,7 +93,9 @@ type Daemon struct {
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
 	policyStamp fileStamp
 
-	decideMu   sync.Mutex // one publisher of review decisions at a time; guards storeStamp, lastQuery
+	decideMu   sync.Mutex          // one publisher of review decisions at a time; guards storeStamp, lastQuery, smoking
+	smokeCh    chan rooms.Proposal // approved snippets for the smoker (Run)
+	smoking    map[string]bool     // proposal ids handed to the smoker, not yet announced
 	storeStamp [2]fileStamp
 	lastQuery  time.Time
 
@@ -124,6 +126,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.Notifier = notify.Desktop(notify.Config{})
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now),
+		smokeCh: make(chan rooms.Proposal, 16), smoking: map[string]bool{},
 		notes: notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger})}
 	lock, err := lockStateDir(cfg.StateDir)
 	if err != nil {
@@ -198,10 +201,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		d.housekeep(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.smoker(ctx)
 	}()
 	go func() {
 		defer wg.Done()

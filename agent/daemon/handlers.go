@@ -302,21 +302,59 @@ func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 	}
 	for _, p := range ps {
 		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil {
+			// The smoke-run (seconds, maybe a runtime fetch) runs on the
+			// smoker Run owns, which announces the decision after it, so
+			// the cloud learns of the approval with its build state; this
+			// loop, which also reloads the policy, never waits for it.
+			if !d.smoking[p.ID] {
+				select {
+				case d.smokeCh <- p:
+					d.smoking[p.ID] = true
+				default: // the smoker is busy: the next look hands it over
+				}
+			}
+			continue
+		}
+		if !d.announceDecision(ctx, p) {
+			return
+		}
+	}
+}
+
+// smoker smoke-runs approved snippets handed over by publishDecisions, one
+// at a time, then announces each decision. Owned by Run.
+func (d *Daemon) smoker(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-d.smokeCh:
 			if res, _, err := d.smokeRunApp(ctx, p.Project, p.RoomID, p.InstanceID); err != nil {
 				d.log.Warn("smoke-run after approval failed to run", "proposal", p.ID, "err", err)
 			} else {
 				d.log.Info("smoke-run after approval", "proposal", p.ID, "ok", res.OK, "phase", res.Phase)
 			}
-		}
-		data, _ := json.Marshal(relay.ProposalDecided{ProposalID: p.ID, Project: p.Project, RoomID: p.RoomID,
-			State: p.State, InstanceID: p.InstanceID, DecidedAt: p.DecidedAt})
-		if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventProposalDecided, Time: time.Now().UTC(), Data: data}); err != nil {
-			d.log.Warn("proposal_decided event not queued; will retry", "proposal", p.ID, "err", err)
-			return
-		}
-		// The outbox persisted the event; mark it so it is queued once.
-		if err := d.store.MarkAnnounced(ctx, p.ID); err != nil {
-			d.log.Warn("marking decision announced failed", "proposal", p.ID, "err", err)
+			d.decideMu.Lock()
+			d.announceDecision(ctx, p)
+			delete(d.smoking, p.ID)
+			d.decideMu.Unlock()
 		}
 	}
+}
+
+// announceDecision queues the proposal_decided event and marks it so it is
+// queued once; false if the outbox refused it (retried on a later look).
+// Called with decideMu held.
+func (d *Daemon) announceDecision(ctx context.Context, p rooms.Proposal) bool {
+	data, _ := json.Marshal(relay.ProposalDecided{ProposalID: p.ID, Project: p.Project, RoomID: p.RoomID,
+		State: p.State, InstanceID: p.InstanceID, DecidedAt: p.DecidedAt})
+	if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventProposalDecided, Time: time.Now().UTC(), Data: data}); err != nil {
+		d.log.Warn("proposal_decided event not queued; will retry", "proposal", p.ID, "err", err)
+		return false
+	}
+	// The outbox persisted the event; mark it so it is queued once.
+	if err := d.store.MarkAnnounced(ctx, p.ID); err != nil {
+		d.log.Warn("marking decision announced failed", "proposal", p.ID, "err", err)
+	}
+	return true
 }

@@ -56,8 +56,8 @@ type Env struct {
 // arguments left after the flags.
 type Runner func(ctx context.Context, args []string) error
 
-// Command is one subcommand such as "hub pair".
-type Command struct {
+// command is one subcommand such as "hub pair".
+type command struct {
 	Name     string // words, e.g. "hub pair"
 	Synopsis string // arguments after the name, e.g. "--project P [--ttl 10m]"
 	Summary  string // one line for the command list
@@ -67,9 +67,9 @@ type Command struct {
 	Setup    func(fs *flag.FlagSet, e *Env) Runner
 }
 
-var commands = map[string]*Command{}
+var commands = map[string]*command{}
 
-func register(c *Command) {
+func register(c *command) {
 	if _, dup := commands[c.Name]; dup {
 		panic("cli: command registered twice: " + c.Name)
 	}
@@ -197,7 +197,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
+func report(e *Env, cmd *command, fs *flag.FlagSet, err error) int {
 	if err == nil {
 		return ExitOK
 	}
@@ -254,7 +254,7 @@ func jsonError(err error, exit int) jsonFailure {
 
 // lookup finds the longest registered command name that the leading words of
 // args spell, and returns it with the remaining arguments.
-func lookup(args []string) (*Command, []string) {
+func lookup(args []string) (*command, []string) {
 	words := leadingWords(args)
 	for n := len(words); n > 0; n-- {
 		if c, ok := commands[strings.Join(words[:n], " ")]; ok {
@@ -301,7 +301,7 @@ Exit codes: 0 ok, 1 failed, 2 usage error, 3 device not enrolled, 4 service unav
 `)
 }
 
-func printHelp(w io.Writer, c *Command, fs *flag.FlagSet) {
+func printHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: roomrelay %s %s\n\n%s\n", c.Name, c.Synopsis, c.Summary)
 	if c.Help != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.Help))

@@ -30,7 +30,7 @@ import (
 )
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "demo",
 		Synopsis: "[--keep] [--no-sandbox] [--verbose]",
 		Summary:  "run a real hub and a real agent end to end on loopback, and narrate it",
@@ -107,7 +107,7 @@ const demoProject = "demo-project"
 func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p := Paths{Config: filepath.Join(d.dir, "device", "config"), State: filepath.Join(d.dir, "device", "state"), Data: filepath.Join(d.dir, "device", "data")}
+	p := devicePaths{Config: filepath.Join(d.dir, "device", "config"), State: filepath.Join(d.dir, "device", "state"), Data: filepath.Join(d.dir, "device", "data")}
 	if err := p.MkdirAll(); err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (d *demo) run(ctx context.Context, rf runtimeFlags, withSandbox bool) error
 	if err := cs.Set(ctx, enr.DeviceID, enr.Token); err != nil {
 		return err
 	}
-	if err := saveDeviceConfig(p, &DeviceConfig{Hub: hubURL, DeviceID: enr.DeviceID, DeviceName: "demo-laptop", Projects: enr.Projects, CredentialStore: credstore.KindFile, EnrolledAt: time.Now().UTC()}); err != nil {
+	if err := saveDeviceConfig(p, &deviceConfig{Hub: hubURL, DeviceID: enr.DeviceID, DeviceName: "demo-laptop", Projects: enr.Projects, CredentialStore: credstore.KindFile, EnrolledAt: time.Now().UTC()}); err != nil {
 		return err
 	}
 	d.say("device: `roomrelay enroll` → device %s; token in the %s (%s)", enr.DeviceID, cs.Where(), since(t0))

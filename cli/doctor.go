@@ -37,7 +37,7 @@ type check struct {
 const maxSkew = 30 * time.Second
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "doctor",
 		Synopsis: "[--json] [--timeout 10s]",
 		Summary:  "check this device's setup: config, credentials, hub (DNS, TCP, TLS, token), clock, service, sandbox, audit log",
@@ -91,7 +91,7 @@ enrolled.`,
 
 type doctor struct {
 	e       *Env
-	p       Paths
+	p       devicePaths
 	timeout time.Duration
 	rf      runtimeFlags
 	caFile  string
@@ -134,7 +134,7 @@ func (d *doctor) run(ctx context.Context) []check {
 	return d.checks
 }
 
-func (d *doctor) credentials(ctx context.Context, cfg *DeviceConfig) string {
+func (d *doctor) credentials(ctx context.Context, cfg *deviceConfig) string {
 	cs, err := credstore.Open(ctx, cfg.CredentialStore, d.p.Config)
 	if err != nil {
 		d.add("credentials", "fail", err.Error(), "see docs/install.md (credential store); a headless box can enroll again with --credential-store file")
@@ -149,7 +149,7 @@ func (d *doctor) credentials(ctx context.Context, cfg *DeviceConfig) string {
 	return tok
 }
 
-func (d *doctor) hub(ctx context.Context, cfg *DeviceConfig, token string) {
+func (d *doctor) hub(ctx context.Context, cfg *deviceConfig, token string) {
 	u, err := url.Parse(cfg.Hub)
 	if err != nil || u.Hostname() == "" {
 		d.add("hub", "fail", fmt.Sprintf("hub URL %q in the device config: %v", cfg.Hub, err), "enroll again with the right --hub")
@@ -232,7 +232,7 @@ func (d *doctor) hub(ctx context.Context, cfg *DeviceConfig, token string) {
 	}
 }
 
-func (d *doctor) agent(cfg *DeviceConfig) {
+func (d *doctor) agent(cfg *deviceConfig) {
 	st, err := agent.ReadStatusFile(d.p.State)
 	switch {
 	case err != nil || st.DeviceID != cfg.DeviceID || !processAlive(st.PID) || st.State == agent.StateStopped:

@@ -82,7 +82,7 @@ func TestDoctor(t *testing.T) {
 	}
 	os.RemoveAll(dir)
 
-	var dc DeviceConfig
+	var dc deviceConfig
 	b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
 	if err := json.Unmarshal(b, &dc); err != nil {
 		t.Fatal(err)

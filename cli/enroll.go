@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "enroll",
 		Synopsis: "--hub URL --code CODE [--name NAME] [--credential-store keyring|file] [--ca-file FILE]",
 		Summary:  "enroll this device with a hub for the project of a pairing code",
@@ -107,7 +107,7 @@ with 'roomrelay enable PROJECT'.`,
 				if err := cs.Set(ctx, enr.DeviceID, enr.Token); err != nil {
 					return exitErr(ExitUnavailable, fmt.Errorf("the hub enrolled device %s but the token could not be stored: %w; enroll again with a new code", enr.DeviceID, err))
 				}
-				cfg := &DeviceConfig{Hub: *hubURL, DeviceID: enr.DeviceID, DeviceName: *name, Projects: enr.Projects,
+				cfg := &deviceConfig{Hub: *hubURL, DeviceID: enr.DeviceID, DeviceName: *name, Projects: enr.Projects,
 					CredentialStore: cs.Kind(), CAFile: ca, EnrolledAt: time.Now().UTC()}
 				if prev != nil && prev.DeviceID == enr.DeviceID {
 					cfg.EnrolledAt = prev.EnrolledAt

@@ -29,9 +29,9 @@ func TestEnrollAgainAfterRevoke(t *testing.T) {
 	defer srv.close()
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
-	readConfig := func() DeviceConfig {
+	readConfig := func() deviceConfig {
 		t.Helper()
-		var dc DeviceConfig
+		var dc deviceConfig
 		b, err := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
 		if err != nil || json.Unmarshal(b, &dc) != nil {
 			t.Fatalf("device config %s: %v", b, err)

@@ -18,7 +18,7 @@ const buildFlavor = "agent"
 
 func init() {
 	for _, name := range []string{"hub", "demo"} {
-		register(&Command{
+		register(&command{
 			Name:    name,
 			Hidden:  true, // runnable, to say so, but not listed, completed or in the man page
 			Summary: "not in this build: the device build (-tags agentonly) leaves the hub and the demo out",

@@ -43,7 +43,7 @@ func TestSnippetArgsIntoHubCall(t *testing.T) {
 			t.Fatalf("%v: %d %s", args, code, errs)
 		}
 	}
-	var dc DeviceConfig
+	var dc deviceConfig
 	b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
 	if err := json.Unmarshal(b, &dc); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // an idle agent every second; see hub_agentonly.go.
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "hub",
 		Daemon:   true,
 		Synopsis: "[--listen ADDR] [--data-dir DIR] [--nats URL] [--tls-cert FILE --tls-key FILE] [--trusted-proxy CIDR]...",

@@ -14,8 +14,8 @@ import (
 	"github.com/roomrelay/roomrelay/agent/credstore"
 )
 
-// Paths are the three directories roomrelay uses on a device.
-type Paths struct {
+// devicePaths are the three directories roomrelay uses on a device.
+type devicePaths struct {
 	Config string // config.json, the policy file, the file credential store
 	State  string // status.json, dedupe store, audit log: may be deleted and rebuilt
 	Data   string // local Rooms database, hub data dir when this machine runs a hub
@@ -23,28 +23,28 @@ type Paths struct {
 
 // pathFlags adds --home to a command. With --home DIR (or ROOMRELAY_HOME) all
 // three directories live below DIR, which is what tests and the demo use.
-func pathFlags(fs *flag.FlagSet, e *Env) func() (Paths, error) {
+func pathFlags(fs *flag.FlagSet, e *Env) func() (devicePaths, error) {
 	home := fs.String("home", e.Getenv("ROOMRELAY_HOME"), "keep config, state and data below this `dir` (env ROOMRELAY_HOME)")
-	return func() (Paths, error) { return resolvePaths(*home, e.Getenv) }
+	return func() (devicePaths, error) { return resolvePaths(*home, e.Getenv) }
 }
 
-func resolvePaths(home string, getenv func(string) string) (Paths, error) {
+func resolvePaths(home string, getenv func(string) string) (devicePaths, error) {
 	if home != "" {
 		abs, err := filepath.Abs(home)
 		if err != nil {
-			return Paths{}, fmt.Errorf("--home: %w", err)
+			return devicePaths{}, fmt.Errorf("--home: %w", err)
 		}
-		return Paths{Config: filepath.Join(abs, "config"), State: filepath.Join(abs, "state"), Data: filepath.Join(abs, "data")}, nil
+		return devicePaths{Config: filepath.Join(abs, "config"), State: filepath.Join(abs, "state"), Data: filepath.Join(abs, "data")}, nil
 	}
 	cfg, err := os.UserConfigDir()
 	if err != nil {
-		return Paths{}, fmt.Errorf("no config directory (set --home or ROOMRELAY_HOME): %w", err)
+		return devicePaths{}, fmt.Errorf("no config directory (set --home or ROOMRELAY_HOME): %w", err)
 	}
-	p := Paths{Config: filepath.Join(cfg, "roomrelay")}
+	p := devicePaths{Config: filepath.Join(cfg, "roomrelay")}
 	if runtime.GOOS == "linux" || runtime.GOOS == "freebsd" {
 		userHome, err := os.UserHomeDir()
 		if err != nil {
-			return Paths{}, fmt.Errorf("no home directory (set --home or ROOMRELAY_HOME): %w", err)
+			return devicePaths{}, fmt.Errorf("no home directory (set --home or ROOMRELAY_HOME): %w", err)
 		}
 		p.State = filepath.Join(xdg(getenv, "XDG_STATE_HOME", filepath.Join(userHome, ".local", "state")), "roomrelay")
 		p.Data = filepath.Join(xdg(getenv, "XDG_DATA_HOME", filepath.Join(userHome, ".local", "share")), "roomrelay")
@@ -63,7 +63,7 @@ func xdg(getenv func(string) string, key, def string) string {
 }
 
 // MkdirAll creates the three directories, private to the user.
-func (p Paths) MkdirAll() error {
+func (p devicePaths) MkdirAll() error {
 	for _, d := range []string{p.Config, p.State, p.Data} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
@@ -72,9 +72,9 @@ func (p Paths) MkdirAll() error {
 	return nil
 }
 
-// DeviceConfig is the device's non-secret identity, written by `enroll`.
+// deviceConfig is the device's non-secret identity, written by `enroll`.
 // The token itself lives in the credential store.
-type DeviceConfig struct {
+type deviceConfig struct {
 	Hub             string         `json:"hub"`
 	DeviceID        string         `json:"device_id"`
 	DeviceName      string         `json:"device_name,omitempty"`
@@ -90,7 +90,7 @@ const deviceConfigName = "config.json"
 
 var errNotEnrolled = errors.New("this device is not enrolled: get a pairing code from the hub operator (`roomrelay hub pair --project P`) and run `roomrelay enroll --hub URL --code CODE`")
 
-func loadDeviceConfig(p Paths) (*DeviceConfig, error) {
+func loadDeviceConfig(p devicePaths) (*deviceConfig, error) {
 	b, err := os.ReadFile(filepath.Join(p.Config, deviceConfigName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, exitErr(ExitNotEnrolled, errNotEnrolled)
@@ -98,7 +98,7 @@ func loadDeviceConfig(p Paths) (*DeviceConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read device config: %w", err)
 	}
-	var c DeviceConfig
+	var c deviceConfig
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("device config %s is corrupt (enroll again to rewrite it): %w", filepath.Join(p.Config, deviceConfigName), err)
 	}
@@ -108,7 +108,7 @@ func loadDeviceConfig(p Paths) (*DeviceConfig, error) {
 	return &c, nil
 }
 
-func saveDeviceConfig(p Paths, c *DeviceConfig) error {
+func saveDeviceConfig(p devicePaths, c *deviceConfig) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err

@@ -14,13 +14,13 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 )
 
-func policyPath(p Paths) string { return filepath.Join(p.Config, daemon.PolicyFile) }
+func policyPath(p devicePaths) string { return filepath.Join(p.Config, daemon.PolicyFile) }
 
 // policyFlags adds --home and returns a loader of the owner's policy file
 // (a missing file is the deny-all policy).
-func policyFlags(fs *flag.FlagSet, e *Env) func() (Paths, *allowlist.Policy, error) {
+func policyFlags(fs *flag.FlagSet, e *Env) func() (devicePaths, *allowlist.Policy, error) {
 	paths := pathFlags(fs, e)
-	return func() (Paths, *allowlist.Policy, error) {
+	return func() (devicePaths, *allowlist.Policy, error) {
 		p, err := paths()
 		if err != nil {
 			return p, nil, err
@@ -41,7 +41,7 @@ func splitList(s string) []string {
 }
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "enable",
 		Synopsis: "PROJECT [--allow CMD,...] [--deny CMD,...] [--only CMD,...] [--rooms ID,...|*]",
 		Summary:  "serve a project on this device, with the commands you allow",
@@ -120,7 +120,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 			}
 		},
 	})
-	register(&Command{
+	register(&command{
 		Name:     "disable",
 		Synopsis: "PROJECT",
 		Summary:  "stop serving a project on this device",
@@ -145,7 +145,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 			}
 		},
 	})
-	register(&Command{
+	register(&command{
 		Name:     "policy show",
 		Synopsis: "[--json]",
 		Summary:  "show what this device serves: projects, commands, rooms, rate limits",

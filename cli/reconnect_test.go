@@ -37,7 +37,7 @@ func TestReconnect(t *testing.T) {
 	if code, _, errs := run(t, env, "reconnect"); code != ExitUnavailable || !strings.Contains(errs, "not running") {
 		t.Fatalf("reconnect without an agent: %d %s", code, errs)
 	}
-	var dc DeviceConfig
+	var dc deviceConfig
 	b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
 	if err := json.Unmarshal(b, &dc); err != nil {
 		t.Fatal(err)

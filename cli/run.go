@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "run",
 		Daemon:   true,
 		Synopsis: "[--home DIR] [--no-sandbox] [--ca-file FILE]",
@@ -48,7 +48,7 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 
 // runAgent runs the device agent and its sleep watcher until ctx ends or the
 // hub refuses the device.
-func runAgent(ctx context.Context, e *Env, p Paths, rf runtimeFlags, caFile string, withSandbox bool) error {
+func runAgent(ctx context.Context, e *Env, p devicePaths, rf runtimeFlags, caFile string, withSandbox bool) error {
 	d, pool, err := openDaemon(ctx, e, p, rf, caFile, withSandbox)
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func runAgent(ctx context.Context, e *Env, p Paths, rf runtimeFlags, caFile stri
 // openDaemon builds the device agent from the enrolled config, the token in
 // the credential store and, unless disabled, a sandbox pool. caFile (the
 // flag or env) overrides the CA file enroll recorded.
-func openDaemon(ctx context.Context, e *Env, p Paths, rf runtimeFlags, caFile string, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
+func openDaemon(ctx context.Context, e *Env, p devicePaths, rf runtimeFlags, caFile string, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
 	cfg, err := loadDeviceConfig(p)
 	if err != nil {
 		return nil, nil, err

@@ -43,7 +43,7 @@ type svcSpec struct {
 	system   bool
 	home     string // --home as given ("" = the default directories)
 	exe      string
-	paths    Paths
+	paths    devicePaths
 	unitPath string // the file the service manager reads ("" on Windows)
 	kind     string // for messages: "per-user systemd service", ...
 	svc      service.Service
@@ -52,7 +52,7 @@ type svcSpec struct {
 
 type svcFlags struct {
 	system *bool
-	paths  func() (Paths, error)
+	paths  func() (devicePaths, error)
 	home   func() string
 }
 
@@ -72,7 +72,7 @@ or a LaunchAgent on macOS (~/Library/LaunchAgents/roomrelay.plist). --system
 installs a system service instead; it cannot reach any user's keyring, so it
 needs the device enrolled with --credential-store file and --home DIR.
 See docs/install.md for every message and what to do about it.`
-	register(&Command{
+	register(&command{
 		Name:     "install",
 		Synopsis: "[--system] [--home DIR]",
 		Summary:  "install the agent as an OS service that runs `roomrelay run` (per-user by default)",
@@ -92,7 +92,7 @@ session to install into.`,
 			}
 		},
 	})
-	register(&Command{
+	register(&command{
 		Name:     "uninstall",
 		Synopsis: "[--system]",
 		Summary:  "stop the agent and remove the OS service (keeps config, enrollment and data)",
@@ -108,7 +108,7 @@ session to install into.`,
 		},
 	})
 	for _, verb := range []string{"start", "stop", "restart"} {
-		register(&Command{
+		register(&command{
 			Name:     verb,
 			Synopsis: "[--system]",
 			Summary:  verb + " the installed agent service",
@@ -124,7 +124,7 @@ session to install into.`,
 			},
 		})
 	}
-	register(&Command{
+	register(&command{
 		Name:     "service status",
 		Synopsis: "[--system] [--json]",
 		Summary:  "show whether the agent service is installed and running, and how it starts",

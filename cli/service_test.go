@@ -308,7 +308,7 @@ func TestServiceSystemRefusals(t *testing.T) {
 
 	p, err := resolvePaths(w.rh, func(string) string { return "" })
 	must(t, err)
-	must(t, saveDeviceConfig(p, &DeviceConfig{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
+	must(t, saveDeviceConfig(p, &deviceConfig{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
 	code, out, errOut = w.run("install", "--system", "--home", w.rh)
 	expectRun(t, "--system with the keyring", code, out, errOut, ExitFailure, "a system service cannot reach", "--credential-store file")
 	if c := w.calls(); strings.Contains(c, "enable") || strings.Contains(c, "daemon-reload") {

@@ -16,7 +16,7 @@ import (
 const workerCommand = "sandbox-worker"
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:    workerCommand,
 		Summary: "internal: serve sandbox smoke-runs on stdin/stdout",
 		Hidden:  true,

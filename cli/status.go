@@ -41,7 +41,7 @@ type lastRun struct {
 }
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "status",
 		Synopsis: "[--json]",
 		Summary:  "show the agent's connection state, last error, hub, device id and credential store",
@@ -75,7 +75,7 @@ sleeping); 3 not enrolled or enrollment revoked; 4 the agent is not running.`,
 	})
 }
 
-func buildStatus(p Paths) (statusReport, int) {
+func buildStatus(p devicePaths) (statusReport, int) {
 	cfg, err := loadDeviceConfig(p)
 	if err != nil {
 		var ee *ExitError

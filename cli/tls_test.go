@@ -91,7 +91,7 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	if code, _, errs := run(t, env, append(enroll, "--ca-file", caFile)...); code != 0 {
 		t.Fatalf("enroll with --ca-file: %d %s", code, errs)
 	}
-	var dc DeviceConfig
+	var dc deviceConfig
 	b, err := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
 	if err != nil || json.Unmarshal(b, &dc) != nil || dc.CAFile != caFile {
 		t.Fatalf("device config %s (%v): want ca_file %s", b, err, caFile)

@@ -30,7 +30,7 @@ type unenrollReport struct {
 }
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:     "unenroll",
 		Synopsis: "[--local-only] [--json]",
 		Summary:  "leave the hub: revoke this device's token there, forget the identity here, keep rooms and audit log",
@@ -95,7 +95,7 @@ credential store is unreachable.`,
 	})
 }
 
-func unenroll(ctx context.Context, e *Env, p Paths, cfg *DeviceConfig, localOnly bool) (*unenrollReport, error) {
+func unenroll(ctx context.Context, e *Env, p devicePaths, cfg *deviceConfig, localOnly bool) (*unenrollReport, error) {
 	r := &unenrollReport{DeviceID: cfg.DeviceID, Hub: cfg.Hub}
 	cs, err := credstore.Open(ctx, cfg.CredentialStore, p.Config)
 	if err != nil {

@@ -36,7 +36,7 @@ func TestUnenroll(t *testing.T) {
 		if code, _, errs := run(t, env, "enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file"); code != ExitOK {
 			t.Fatalf("enroll: %d %s", code, errs)
 		}
-		var dc DeviceConfig
+		var dc deviceConfig
 		b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
 		if err := json.Unmarshal(b, &dc); err != nil {
 			t.Fatal(err)

@@ -36,7 +36,7 @@ func currentVersion() versionInfo {
 }
 
 func init() {
-	register(&Command{
+	register(&command{
 		Name:    "version",
 		Summary: "print the version of this binary and the protocol it speaks",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {

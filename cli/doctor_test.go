@@ -3,38 +3,25 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // TestDoctor: on a healthy enrolled device every check passes (warnings
 // allowed: no agent or service here); a revoked token fails the hub auth
 // check, a hub that is down the TCP check, a damaged audit log its check.
 func TestDoctor(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t"}, "127.0.0.1:0", "", defaultConnLimits, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := startTestHub(t)
+	ctx := srv.ctx
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
 	if code, out, _ := run(t, env, "doctor"); code != ExitNotEnrolled || !strings.Contains(out, "FAIL  config") {
 		t.Fatalf("doctor before enrolling: %d\n%s", code, out)
 	}
-	pc, err := srv.hub.Pair(ctx, "p1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, _, errs := run(t, env, "enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file"); code != ExitOK {
-		t.Fatalf("enroll: %d %s", code, errs)
-	}
+	dc := srv.enroll(t, env, "p1")
 	run(t, env, "enable", "p1")
 	type report struct {
 		OK     bool
@@ -82,11 +69,6 @@ func TestDoctor(t *testing.T) {
 	}
 	os.RemoveAll(dir)
 
-	var dc deviceConfig
-	b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
-	if err := json.Unmarshal(b, &dc); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := srv.hub.Revoke(ctx, dc.DeviceID); err != nil {
 		t.Fatal(err)
 	}

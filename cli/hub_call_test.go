@@ -4,7 +4,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/roomrelay/roomrelay/examples"
-	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -21,32 +19,18 @@ import (
 // `--args @FILE` from a file, and a real agent answers; the same content
 // again is the same proposal. `--schema` prints a command's schema.
 func TestSnippetArgsIntoHubCall(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t"}, "127.0.0.1:0", "", defaultConnLimits, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.close()
+	srv := startTestHub(t)
+	ctx := srv.ctx
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
-	pc, err := srv.hub.Pair(ctx, "p1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dc := srv.enroll(t, env, "p1")
 	for _, args := range [][]string{
-		{"enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file"},
 		{"rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"},
 		{"enable", "p1", "--allow", "propose_room_snippet_app"},
 	} {
 		if code, _, errs := run(t, env, args...); code != ExitOK {
 			t.Fatalf("%v: %d %s", args, code, errs)
 		}
-	}
-	var dc deviceConfig
-	b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
-	if err := json.Unmarshal(b, &dc); err != nil {
-		t.Fatal(err)
 	}
 	startAgent(t, env)
 	eventually(t, "agent online", func() bool {

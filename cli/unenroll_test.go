@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,37 +11,17 @@ import (
 	"testing"
 
 	"github.com/roomrelay/roomrelay/agent/credstore"
-	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // TestUnenroll: the hub revokes the device on its own token, the token and
 // identity go, rooms, audit log and policy stay, and the device can enroll
 // again. An unreachable hub removes nothing unless --local-only.
 func TestUnenroll(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t"}, "127.0.0.1:0", "", defaultConnLimits, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := startTestHub(t)
+	ctx := srv.ctx
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
-	enroll := func() string {
-		t.Helper()
-		pc, err := srv.hub.Pair(ctx, "p1", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if code, _, errs := run(t, env, "enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file"); code != ExitOK {
-			t.Fatalf("enroll: %d %s", code, errs)
-		}
-		var dc deviceConfig
-		b, _ := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
-		if err := json.Unmarshal(b, &dc); err != nil {
-			t.Fatal(err)
-		}
-		return dc.DeviceID
-	}
+	enroll := func() string { return srv.enroll(t, env, "p1").DeviceID }
 	dev := enroll()
 	if code, _, errs := run(t, env, "rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"); code != ExitOK {
 		t.Fatalf("rooms create: %d %s", code, errs)

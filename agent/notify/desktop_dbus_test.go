@@ -3,11 +3,9 @@
 package notify
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,59 +13,15 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
 
-// startBus runs a private session-type dbus-daemon and returns its address.
-// Without dbus-daemon the test skips, unless ROOMRELAY_REQUIRE_DBUS=1.
+// startBus runs a private session bus (testutil.PrivateBus).
 func startBus(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("dbus-daemon")
-	if err != nil {
-		const msg = "dbus-daemon is not installed (Debian package dbus; .ci/install-deps installs it): the D-Bus notifier is untested here"
-		if os.Getenv("ROOMRELAY_REQUIRE_DBUS") == "1" {
-			t.Fatal(msg + " (ROOMRELAY_REQUIRE_DBUS=1: required, not skipped)")
-		}
-		t.Skip(msg + "; set ROOMRELAY_REQUIRE_DBUS=1 to fail instead")
-	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "bus.conf")
-	err = os.WriteFile(conf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=`+filepath.Join(dir, "bus")+`</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config-file="+conf, "--nofork", "--print-address")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("dbus-daemon stderr:\n%s", stderr.String())
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon printed no address: %v", err)
-	}
-	return strings.TrimSpace(addr)
+	addr, _ := testutil.PrivateBus(t, "the D-Bus notifier")
+	return addr
 }
 
 // call is one Notify a fake server received.

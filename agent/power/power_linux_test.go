@@ -1,15 +1,12 @@
 package power
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,60 +30,7 @@ func startBus(t *testing.T) string {
 // startBusKill is startBus that also returns a function killing the daemon.
 func startBusKill(t *testing.T) (string, func()) {
 	t.Helper()
-	bin, err := exec.LookPath("dbus-daemon")
-	if err != nil {
-		t.Skip("dbus-daemon is not installed (Debian package dbus; .ci/install-deps installs it): the logind path is untested here")
-	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "bus.conf")
-	// A minimal session-type bus: anyone may own names and send anything,
-	// like the system bus's policy for logind's own interface.
-	err = os.WriteFile(conf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=`+filepath.Join(dir, "bus")+`</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-`), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config-file="+conf, "--nofork", "--print-address")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// dbus-daemon complains about fd limits when not root; keep it quiet
-	// unless the test fails.
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("dbus-daemon stderr:\n%s", stderr.String())
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	kill := func() {
-		once.Do(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
-	}
-	t.Cleanup(kill)
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon printed no address: %v", err)
-	}
-	return strings.TrimSpace(addr), kill
+	return testutil.PrivateBus(t, "the logind path")
 }
 
 func connect(t *testing.T, addr string) *dbus.Conn {

@@ -151,8 +151,12 @@ type Log struct {
 	// written only for synced lines: after a power loss it never counts a
 	// line the disk lost, and Verify reports no missing tail for the
 	// grouped lines of the last window.
-	syncMu   sync.Mutex
-	synced   atomic.Uint64
+	syncMu sync.Mutex
+	synced atomic.Uint64
+	// headSet: a head record exists (found at Open or written since). Until
+	// then a grouped line is synced at once, so a verifier never finds
+	// lines without any head beside them (which reads as a removed tail).
+	headSet  atomic.Bool
 	timer    *time.Timer // a grouped line waits for a sync (under mu)
 	syncErrs atomic.Int64
 }
@@ -228,6 +232,9 @@ func Open(dir string, opts Options) (*Log, error) {
 		}
 	}
 	l.synced.Store(l.lastSeq)
+	if headOK || l.lastSeq > 0 { // > 0: the head was written just above
+		l.headSet.Store(true)
+	}
 	return l, nil
 }
 
@@ -402,6 +409,13 @@ func (l *Log) AppendGrouped(e Entry) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	if !l.headSet.Load() {
+		// A fresh log: its first line gets a head at once (see headSet).
+		if err := l.syncTo(e.Seq); err != nil {
+			return Entry{}, err
+		}
+		return e, nil
+	}
 	l.mu.Lock()
 	if l.timer == nil && !l.closed && !l.opts.NoSync {
 		l.timer = time.AfterFunc(l.opts.SyncWindow, l.groupSync)
@@ -520,6 +534,7 @@ func (l *Log) writeHead(seq uint64, hash string) error {
 	if _, err := l.head.WriteAt([]byte(rec), 0); err != nil {
 		return fmt.Errorf("audit: write %s: %w", HeadFile, err)
 	}
+	l.headSet.Store(true)
 	return nil
 }
 

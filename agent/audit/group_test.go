@@ -221,3 +221,27 @@ func TestConcurrentAppendsChain(t *testing.T) {
 		t.Fatalf("verify: %d lines, %+v %v", rep.Lines, rep.Problems, err)
 	}
 }
+
+// TestFreshLogHasAHeadAtOnce: the first line of a fresh log, grouped or
+// not, comes with a head record, so another process verifying meanwhile
+// does not read "head missing: a removed tail cannot be ruled out"; and the
+// log's own Verify makes grouped lines durable first.
+func TestFreshLogHasAHeadAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{SyncWindow: time.Hour})
+	for i := range 3 {
+		if _, err := l.AppendGrouped(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep, err := Verify(dir); err != nil || !rep.OK() || rep.Lines != 3 {
+		t.Fatalf("another process's verify of a fresh log: %d lines, %+v %v", rep.Lines, rep.Problems, err)
+	}
+	rep, err := l.Verify()
+	if err != nil || !rep.OK() {
+		t.Fatalf("the log's own verify: %+v %v", rep.Problems, err)
+	}
+	if head, _, _ := readHead(dir); head.seq != 3 {
+		t.Errorf("after the log's Verify the head counts seq %d, want 3", head.seq)
+	}
+}

@@ -232,6 +232,13 @@ func firstSeqOf(rot []rotated, name string) uint64 {
 // Verify checks the log; see the package-level Verify. It holds the log's
 // lock so no append or rotation runs meanwhile.
 func (l *Log) Verify() (Report, error) {
+	// Grouped lines first become durable and counted by the head.
+	l.mu.Lock()
+	last := l.lastSeq
+	l.mu.Unlock()
+	if err := l.syncTo(last); err != nil {
+		return Report{}, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Verify(l.dir)

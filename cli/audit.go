@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "audit",
 		Synopsis: "[--project P] [--since T] [--limit N] [--json]",
 		Summary:  "show the audit log of every command that reached this device",
@@ -63,7 +63,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "audit verify",
 		Synopsis: "[--json]",
 		Summary:  "verify the audit log's hash chain; names any edited, removed or reordered line",

@@ -3,9 +3,11 @@
 // codes. It is the only package that reads flags, environment variables or
 // os.Args; everything below it takes explicit configuration.
 //
-// Each subcommand registers itself from its own file with register(). A
+// Each subcommand registers itself from its own file with Register. A
 // command's Setup defines its flags on a fresh FlagSet and returns the closure
-// that runs it, so flags stay local to the command that owns them.
+// that runs it, so flags stay local to the command that owns them. Commands
+// that link a server or a JavaScript engine live in cli/hubcmd, which only
+// the full cmd/roomrelay imports (see extend.go).
 package cli
 
 import (
@@ -56,8 +58,9 @@ type Env struct {
 // arguments left after the flags.
 type Runner func(ctx context.Context, args []string) error
 
-// command is one subcommand such as "hub pair".
-type command struct {
+// Command is one subcommand such as "hub pair"; packages outside cli add
+// theirs with Register.
+type Command struct {
 	Name     string // words, e.g. "hub pair"
 	Synopsis string // arguments after the name, e.g. "--project P [--ttl 10m]"
 	Summary  string // one line for the command list
@@ -67,14 +70,7 @@ type command struct {
 	Setup    func(fs *flag.FlagSet, e *Env) Runner
 }
 
-var commands = map[string]*command{}
-
-func register(c *command) {
-	if _, dup := commands[c.Name]; dup {
-		panic("cli: command registered twice: " + c.Name)
-	}
-	commands[c.Name] = c
-}
+var commands = map[string]*Command{}
 
 // ExitError is how a command fails: the exit code, and what to print.
 // Err nil means the command already said everything (only the code
@@ -197,7 +193,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func report(e *Env, cmd *command, fs *flag.FlagSet, err error) int {
+func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
 	if err == nil {
 		return ExitOK
 	}
@@ -254,7 +250,7 @@ func jsonError(err error, exit int) jsonFailure {
 
 // lookup finds the longest registered command name that the leading words of
 // args spell, and returns it with the remaining arguments.
-func lookup(args []string) (*command, []string) {
+func lookup(args []string) (*Command, []string) {
 	words := leadingWords(args)
 	for n := len(words); n > 0; n-- {
 		if c, ok := commands[strings.Join(words[:n], " ")]; ok {
@@ -301,7 +297,7 @@ Exit codes: 0 ok, 1 failed, 2 usage error, 3 device not enrolled, 4 service unav
 `)
 }
 
-func printHelp(w io.Writer, c *command, fs *flag.FlagSet) {
+func printHelp(w io.Writer, c *Command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: roomrelay %s %s\n\n%s\n", c.Name, c.Synopsis, c.Summary)
 	if c.Help != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(c.Help))

@@ -13,7 +13,7 @@ import (
 // table, so they list exactly the commands and flags of this build.
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "completion",
 		Synopsis: "bash|zsh|fish",
 		Summary:  "print a shell completion script for roomrelay's commands and flags",
@@ -40,7 +40,7 @@ The .deb and .rpm install all three.`,
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "man",
 		Synopsis: "",
 		Summary:  "print the roomrelay(1) manual page (roff), generated from the command table",
@@ -58,7 +58,7 @@ The .deb and .rpm install all three.`,
 
 // cmdInfo is a command with the flags its Setup defines.
 type cmdInfo struct {
-	*command
+	*Command
 	flags []*flag.Flag
 }
 

@@ -37,7 +37,7 @@ type check struct {
 const maxSkew = 30 * time.Second
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "doctor",
 		Synopsis: "[--json] [--timeout 10s]",
 		Summary:  "check this device's setup: config, credentials, hub (DNS, TCP, TLS, token), clock, service, sandbox, audit log",

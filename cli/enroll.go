@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "enroll",
 		Synopsis: "--hub URL --code CODE [--name NAME] [--credential-store keyring|file] [--ca-file FILE]",
 		Summary:  "enroll this device with a hub for the project of a pairing code",

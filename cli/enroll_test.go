@@ -1,9 +1,6 @@
-//go:build !agentonly
-
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -12,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/roomrelay/roomrelay/agent/credstore"
-	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // TestEnrollAgainAfterRevoke: after `hub revoke`, doing what status says —
@@ -20,13 +16,8 @@ import (
 // the revoked token before spending the code), replaces the identity in the
 // config and removes the old token from the credential store.
 func TestEnrollAgainAfterRevoke(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t"}, "127.0.0.1:0", "", defaultConnLimits, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.close()
+	srv := startTestHub(t)
+	ctx := srv.ctx
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
 	readConfig := func() deviceConfig {

@@ -24,7 +24,7 @@ import (
 const DefaultHubListen = "127.0.0.1:7780"
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "hub pair",
 		Synopsis: "--project P [--ttl 10m] [--json]",
 		Summary:  "print a one-time pairing code that enrolls a device for a project",
@@ -56,7 +56,7 @@ func init() {
 		},
 	})
 
-	register(&command{
+	Register(&Command{
 		Name:     "hub revoke",
 		Synopsis: "DEVICE",
 		Summary:  "revoke a device: its token stops working and its socket is closed",
@@ -80,7 +80,7 @@ func init() {
 		},
 	})
 
-	register(&command{
+	Register(&Command{
 		Name:     "hub devices",
 		Synopsis: "[DEVICE] [--json]",
 		Summary:  "list enrolled devices with their presence, or show one",
@@ -117,7 +117,7 @@ func init() {
 		},
 	})
 
-	register(&command{
+	Register(&Command{
 		Name:     "hub call",
 		Synopsis: "DEVICE COMMAND --project P [--args JSON|@FILE|-] [--timeout 30s] | --schema COMMAND",
 		Summary:  "send one command to a device through the hub and print its result",

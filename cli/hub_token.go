@@ -15,7 +15,7 @@ import (
 // others), one project and scope each.
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "hub token create",
 		Synopsis: "--project P --scope read|write [--name N] [--json]",
 		Summary:  "issue a client token for the MCP endpoint; it is printed once",
@@ -53,7 +53,7 @@ stores only a hash: copy the token now. Use it as
 		},
 	})
 
-	register(&command{
+	Register(&Command{
 		Name:     "hub token list",
 		Synopsis: "[--json]",
 		Summary:  "list client tokens: id, name, project, scope, created, last used (never the token)",
@@ -96,7 +96,7 @@ stores only a hash: copy the token now. Use it as
 		},
 	})
 
-	register(&command{
+	Register(&Command{
 		Name:     "hub token revoke",
 		Synopsis: "ID",
 		Summary:  "revoke a client token: it stops working on every hub node at once",

@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "logs",
 		Synopsis: "[-f] [-n N] [--system]",
 		Summary:  "show the agent service's log wherever the service manager keeps it",

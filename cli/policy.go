@@ -41,7 +41,7 @@ func splitList(s string) []string {
 }
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "enable",
 		Synopsis: "PROJECT [--allow CMD,...] [--deny CMD,...] [--only CMD,...] [--rooms ID,...|*]",
 		Summary:  "serve a project on this device, with the commands you allow",
@@ -120,7 +120,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "disable",
 		Synopsis: "PROJECT",
 		Summary:  "stop serving a project on this device",
@@ -145,7 +145,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "policy show",
 		Synopsis: "[--json]",
 		Summary:  "show what this device serves: projects, commands, rooms, rate limits",

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "reconnect",
 		Synopsis: "[--json]",
 		Summary:  "ask the running agent to retry the hub now instead of waiting out its backoff",

@@ -64,7 +64,7 @@ Control characters, bidi controls and invisible characters in files are
 shown as <U+XXXX> markers, with a warning before the files.`
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "review",
 		Synopsis: "[--web [--open]] | list | show ID | approve ID | decline ID",
 		Summary:  "review proposals on this device: list, show, approve, decline, or a local web page",
@@ -90,7 +90,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "review list",
 		Synopsis: "[--all] [--json]",
 		Summary:  "list proposals waiting for review (--all: decided ones too)",
@@ -115,7 +115,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "review show",
 		Synopsis: "ID [--json]",
 		Summary:  "print a proposal with every file in full, its sizes and content hash",
@@ -143,7 +143,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "review approve",
 		Synopsis: "ID [--hash H]",
 		Summary:  "approve a proposal: its app enters the Room's launcher",
@@ -165,7 +165,7 @@ approves, and only the content shown. Without --hash and without a terminal
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "review decline",
 		Synopsis: "ID",
 		Summary:  "decline a proposal: its files are discarded, its key stays spent",

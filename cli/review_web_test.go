@@ -45,8 +45,9 @@ func TestReviewWebShowsTheSandboxCheck(t *testing.T) {
 	}
 	var out, errb syncBuffer
 	e := &Env{Stdout: &out, Stderr: &errb, Executable: exe,
-		// The device build looks for its separate worker binary; any executable
-		// does, since none starts without a runtime.
+		// Without the worker subcommand (cli/hubcmd registers it) cli looks
+		// for the separate worker binary; any executable does, since none
+		// starts without a runtime.
 		Getenv: func(k string) string {
 			return map[string]string{"ROOMRELAY_HOME": home, "ROOMRELAY_SANDBOX_WORKER": exe}[k]
 		}}

@@ -31,7 +31,7 @@ func roomsFlags(fs *flag.FlagSet, e *Env) func(context.Context) (*rooms.Store, e
 }
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "rooms",
 		Synopsis: "create|list|show",
 		Summary:  "create and inspect the local Rooms on this device",
@@ -44,7 +44,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "rooms create",
 		Synopsis: "--project P --name NAME [--id ID] [--json]",
 		Summary:  "create a local Room in a project",
@@ -78,7 +78,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "rooms list",
 		Synopsis: "[--project P] [--json]",
 		Summary:  "list local Rooms with their app and pending-proposal counts",
@@ -115,7 +115,7 @@ func init() {
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "rooms show",
 		Synopsis: "ROOM [--json]",
 		Summary:  "show a local Room and its launcher, as the read tools see it",

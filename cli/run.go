@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "run",
 		Daemon:   true,
 		Synopsis: "[--home DIR] [--no-sandbox] [--ca-file FILE]",
@@ -131,7 +131,7 @@ func openDaemon(ctx context.Context, e *Env, p devicePaths, rf runtimeFlags, caF
 			// The agent still serves reads and reviews; only smoke-runs are
 			// off, and a smoke_run_room_app caller is told why.
 			e.Logger.Warn("no sandbox: approved snippets are not smoke-run", "reason", err)
-			dc.NoSandboxReason = "the sandbox worker " + workerCommand + " is not installed next to roomrelay (reinstall the package)"
+			dc.NoSandboxReason = "the sandbox worker " + workerName() + " is not installed next to roomrelay (reinstall the package)"
 		} else {
 			scfg.WorkerCommand = worker
 			if pool, err = sandbox.NewPool(scfg); err != nil {

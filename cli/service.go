@@ -72,7 +72,7 @@ or a LaunchAgent on macOS (~/Library/LaunchAgents/roomrelay.plist). --system
 installs a system service instead; it cannot reach any user's keyring, so it
 needs the device enrolled with --credential-store file and --home DIR.
 See docs/install.md for every message and what to do about it.`
-	register(&command{
+	Register(&Command{
 		Name:     "install",
 		Synopsis: "[--system] [--home DIR]",
 		Summary:  "install the agent as an OS service that runs `roomrelay run` (per-user by default)",
@@ -92,7 +92,7 @@ session to install into.`,
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "uninstall",
 		Synopsis: "[--system]",
 		Summary:  "stop the agent and remove the OS service (keeps config, enrollment and data)",
@@ -108,7 +108,7 @@ session to install into.`,
 		},
 	})
 	for _, verb := range []string{"start", "stop", "restart"} {
-		register(&command{
+		Register(&Command{
 			Name:     verb,
 			Synopsis: "[--system]",
 			Summary:  verb + " the installed agent service",
@@ -124,7 +124,7 @@ session to install into.`,
 			},
 		})
 	}
-	register(&command{
+	Register(&Command{
 		Name:     "service status",
 		Synopsis: "[--system] [--json]",
 		Summary:  "show whether the agent service is installed and running, and how it starts",

@@ -49,7 +49,7 @@ func (r runtimeFlags) config(e *Env) (sandbox.Config, error) {
 }
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "snippet check",
 		Synopsis: "[--json] [--offline] DIR | FILE...",
 		Summary:  "validate, bundle and smoke-run a snippet app in the sandbox",
@@ -87,7 +87,7 @@ fails, 4 when the React runtime is missing and cannot be fetched.`,
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:    "snippet fetch-runtime",
 		Summary: "fetch and verify the pinned React runtime the sandbox runs snippets with",
 		Help: `Downloads react, react-test-renderer and scheduler at pinned versions from the npm

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "snippet args",
 		Synopsis: "--room R --name N DIR | FILE...",
 		Summary:  "print the arguments of propose_room_snippet_app for a snippet directory, key included",
@@ -51,7 +51,7 @@ content-derived key of 'roomrelay snippet key'. Pipe it to the hub:
 			}
 		},
 	})
-	register(&command{
+	Register(&Command{
 		Name:     "snippet key",
 		Synopsis: "--room R --name N [--json] DIR | FILE...",
 		Summary:  "print the content-derived idempotency key for proposing a snippet",

@@ -41,7 +41,7 @@ type lastRun struct {
 }
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "status",
 		Synopsis: "[--json]",
 		Summary:  "show the agent's connection state, last error, hub, device id and credential store",

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package cli
 
 import (
@@ -18,7 +16,6 @@ import (
 
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
-	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -46,8 +43,8 @@ func startAgent(t *testing.T, env map[string]string, args ...string) (stop func(
 	return stop
 }
 
-// TestHubTLSWithPrivateCA: `roomrelay hub --tls-cert/--tls-key` serves
-// HTTPS; enroll and the admin commands without the CA fail with the
+// TestHubTLSWithPrivateCA: a hub serving HTTPS with the certificate
+// reloader `roomrelay hub --tls-cert/--tls-key` uses; enroll and the admin commands without the CA fail with the
 // --ca-file hint (not "is the hub running?"), with --ca-file or
 // ROOMRELAY_CA_FILE they work; enroll records the CA so `roomrelay run`
 // connects over wss with it, and a wrong CA shows the hint in `roomrelay
@@ -61,18 +58,13 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	var hubLogs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&hubLogs, nil))
 
-	sf := &hubServeFlags{tlsCert: &certFile, tlsKey: &keyFile}
-	tlsCfg, err := sf.tls(log)
+	// What `roomrelay hub --tls-cert --tls-key` serves with (cli/hubcmd).
+	r, err := tlsfiles.NewCertReloader(tlsfiles.ReloaderConfig{CertFile: certFile, KeyFile: keyFile, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t", Logger: log}, "127.0.0.1:0", "", defaultConnLimits, tlsCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.close()
+	srv := startTestHubWith(t, r.ServerConfig(), log)
+	ctx := srv.ctx
 	if !strings.HasPrefix(srv.url, "https://") {
 		t.Fatalf("the hub serves %s, want https", srv.url)
 	}
@@ -174,30 +166,5 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	// against it, and its store kept the device.
 	if _, err := srv.hub.Device(ctx, dc.DeviceID); err != nil {
 		t.Fatalf("the device after the reloads: %v", err)
-	}
-}
-
-// TestHubTLSFlags: --tls-cert needs --tls-key, and --trusted-proxy takes
-// CIDRs and bare IPs.
-func TestHubTLSFlags(t *testing.T) {
-	code, _, errs := run(t, nil, "hub", "--home", t.TempDir(), "--admin-token", "rra_t", "--tls-cert", "cert.pem")
-	if code != ExitUsage || !strings.Contains(errs, "--tls-cert and --tls-key together") {
-		t.Fatalf("--tls-cert alone: %d %s", code, errs)
-	}
-	code, _, errs = run(t, nil, "hub", "--home", t.TempDir(), "--admin-token", "rra_t", "--trusted-proxy", "10.0.0.0/33")
-	if code != ExitUsage || !strings.Contains(errs, "trusted-proxy") {
-		t.Fatalf("a bad --trusted-proxy: %d %s", code, errs)
-	}
-	for in, want := range map[string]string{"10.1.2.3": "10.1.2.3/32", "10.1.2.3/8": "10.0.0.0/8", "::1": "::1/128", "::ffff:127.0.0.1": "127.0.0.1/32"} {
-		p, err := parsePrefix(in)
-		if err != nil || p.String() != want {
-			t.Errorf("parsePrefix(%q) = %v, %v; want %s", in, p, err, want)
-		}
-	}
-	_, out, _ := run(t, nil, "hub", "--help")
-	for _, f := range []string{"--tls-cert", "--tls-key", "--trusted-proxy", "--replicas", "--startup-timeout", "--nats-creds", "--nats-tls-ca", "--ca-file"} {
-		if !strings.Contains(out, f) {
-			t.Errorf("hub --help does not mention %s", f)
-		}
 	}
 }

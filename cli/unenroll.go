@@ -30,7 +30,7 @@ type unenrollReport struct {
 }
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:     "unenroll",
 		Synopsis: "[--local-only] [--json]",
 		Summary:  "leave the hub: revoke this device's token there, forget the identity here, keep rooms and audit log",

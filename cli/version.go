@@ -19,12 +19,12 @@ type versionInfo struct {
 	GoVersion string `json:"go"`
 	OS        string `json:"os"`
 	Arch      string `json:"arch"`
-	Build     string `json:"build"` // "full" (hub and demo included) or "agent" (-tags agentonly)
+	Build     string `json:"build"` // "full" (hub and demo included) or "agent" (cmd/roomrelay-agent): see buildFlavor
 	Revision  string `json:"revision,omitempty"`
 }
 
 func currentVersion() versionInfo {
-	v := versionInfo{Version: Version, Protocol: "roomrelay.v1", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, Build: buildFlavor}
+	v := versionInfo{Version: Version, Protocol: "roomrelay.v1", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, Build: buildFlavor()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			if s.Key == "vcs.revision" {
@@ -36,7 +36,7 @@ func currentVersion() versionInfo {
 }
 
 func init() {
-	register(&command{
+	Register(&Command{
 		Name:    "version",
 		Summary: "print the version of this binary and the protocol it speaks",
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {

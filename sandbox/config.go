@@ -21,7 +21,8 @@ type Config struct {
 	HTTPClient *http.Client
 
 	// WorkerCommand starts a worker: the binary and the arguments that make
-	// it run WorkerMain (e.g. os.Executable() and a hidden subcommand).
+	// it run sandbox/worker's Main (e.g. os.Executable() and a hidden
+	// subcommand, or cmd/roomrelay-sandbox).
 	WorkerCommand []string
 	// Workers is the pool size (default 2).
 	Workers int

@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package sandbox
 
 import (
@@ -8,15 +6,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/roomrelay/roomrelay/examples"
 )
 
 var (
-	libOnce sync.Once
-	libSrcs map[string]string
-	libErr  error
-	libProg *libraries
+	fetchOnce sync.Once
+	fetchErr  error
 )
 
 // testConfig points at the user cache, where the runtime is fetched once
@@ -31,41 +25,20 @@ func testConfig(t testing.TB) Config {
 	return Config{CacheDir: dir, Registry: os.Getenv("npm_config_registry")}
 }
 
-func testLibraries(t testing.TB) *libraries {
+// testLibraries makes sure the runtime is in the cache and verifies. The
+// worker side's tests (sandbox/worker) also compile it.
+func testLibraries(t testing.TB) {
 	t.Helper()
 	cfg := testConfig(t)
-	libOnce.Do(func() {
+	fetchOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if libErr = EnsureRuntime(ctx, cfg, func(s string) { t.Log(s) }); libErr != nil {
+		if fetchErr = EnsureRuntime(ctx, cfg, func(s string) { t.Log(s) }); fetchErr != nil {
 			return
 		}
-		if libSrcs, libErr = loadRuntime(cfg); libErr != nil {
-			return
-		}
-		libProg, libErr = compileLibraries(libSrcs)
+		_, fetchErr = loadRuntime(cfg)
 	})
-	if libErr != nil {
-		t.Fatalf("React runtime: %v", libErr)
+	if fetchErr != nil {
+		t.Fatalf("React runtime: %v", fetchErr)
 	}
-	return libProg
-}
-
-var testLimits = runLimits{Timeout: 2 * time.Second, HeapLimit: 200 << 20, MaxCallStack: 5000, Advance: 3 * time.Second}
-
-// smokeInProcess builds and runs files in this process, without a worker.
-func smokeInProcess(t testing.TB, files map[string]string) *Result {
-	t.Helper()
-	lib := testLibraries(t)
-	b, err := Build(files)
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	res, _ := runBundle(lib, b, testLimits)
-	return res
-}
-
-func exampleFiles(t testing.TB) map[string]string {
-	t.Helper()
-	return examples.StandupTimer()
 }

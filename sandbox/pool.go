@@ -145,7 +145,7 @@ func (p *Pool) SmokeRun(ctx context.Context, files map[string]string) (*Result, 
 	id := p.nextID
 	p.mu.Unlock()
 
-	resp, err := w.do(ctx, p.stop, workerRequest{ID: id, Files: files}, p.cfg.Timeout+p.cfg.KillGrace)
+	resp, err := w.do(ctx, p.stop, WorkerRequest{ID: id, Files: files}, p.cfg.Timeout+p.cfg.KillGrace)
 	if err == nil && (resp.Error != "" || resp.ID != id) {
 		// A worker that breaks the protocol is not trusted further.
 		w.shutdown(p.cfg.KillGrace)
@@ -306,7 +306,7 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 	setProcAttr(cmd)
 	w := &worker{
 		cmd:       cmd,
-		responses: make(chan workerResponse, 2),
+		responses: make(chan WorkerResponse, 2),
 		exited:    make(chan struct{}),
 		stderr:    &headBuffer{max: 16 << 10},
 	}
@@ -333,7 +333,7 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 		close(w.exited)
 	}()
 
-	init := workerRequest{Init: &workerInit{
+	init := WorkerRequest{Init: &WorkerInit{
 		Libraries:        libs,
 		TimeoutMS:        p.cfg.Timeout.Milliseconds(),
 		KillGraceMS:      p.cfg.KillGrace.Milliseconds(),
@@ -431,7 +431,7 @@ type worker struct {
 	stdin     io.WriteCloser
 	stdout    *lineWriter
 	stderr    *headBuffer
-	responses chan workerResponse
+	responses chan WorkerResponse
 	exited    chan struct{}
 	waitErr   error // set before exited is closed
 	runs      int
@@ -440,9 +440,9 @@ type worker struct {
 }
 
 func (w *worker) onLine(line []byte) {
-	var r workerResponse
+	var r WorkerResponse
 	if err := json.Unmarshal(line, &r); err != nil {
-		r = workerResponse{Error: "unreadable response from worker: " + err.Error()}
+		r = WorkerResponse{Error: "unreadable response from worker: " + err.Error()}
 	}
 	select {
 	case w.responses <- r:
@@ -453,13 +453,13 @@ func (w *worker) onLine(line []byte) {
 // do sends req and waits up to wait for the answer; past that the worker is
 // SIGKILLed and errKilled returned. When stop closes first the worker is
 // killed and ErrClosed returned.
-func (w *worker) do(ctx context.Context, stop <-chan struct{}, req workerRequest, wait time.Duration) (workerResponse, error) {
+func (w *worker) do(ctx context.Context, stop <-chan struct{}, req WorkerRequest, wait time.Duration) (WorkerResponse, error) {
 	data, err := json.Marshal(req)
 	if err != nil {
-		return workerResponse{}, err
+		return WorkerResponse{}, err
 	}
 	if _, err := w.stdin.Write(append(data, '\n')); err != nil {
-		return workerResponse{}, fmt.Errorf("%w: %w", errDied, err)
+		return WorkerResponse{}, fmt.Errorf("%w: %w", errDied, err)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -472,16 +472,16 @@ func (w *worker) do(ctx context.Context, stop <-chan struct{}, req workerRequest
 			return r, nil
 		default:
 		}
-		return workerResponse{}, errDied
+		return WorkerResponse{}, errDied
 	case <-t.C:
 		w.kill()
-		return workerResponse{}, errKilled
+		return WorkerResponse{}, errKilled
 	case <-ctx.Done():
 		w.kill()
-		return workerResponse{}, ctx.Err()
+		return WorkerResponse{}, ctx.Err()
 	case <-stop:
 		w.kill()
-		return workerResponse{}, ErrClosed
+		return WorkerResponse{}, ErrClosed
 	}
 }
 

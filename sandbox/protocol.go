@@ -6,34 +6,31 @@ import (
 	"unicode/utf8"
 )
 
-// This file is what the parent (Pool) and the worker (WorkerMain) share. The
-// worker side links esbuild and goja and is left out of the device build
-// (-tags agentonly); there the worker is the separate binary
-// cmd/roomrelay-sandbox, so the agent process carries no JavaScript engine.
-// Worker side, one concern a file: build.go (esbuild), run.go (one
-// smoke-run and its steps), modules.go (module loader), clock.go (virtual
-// clock and timers), console.go, prelude.go (the globals), failure.go and
-// location.go (error messages and snippet positions), summary.go (render
-// summary), worker.go (the worker process).
+// This file is what the parent (Pool) and the worker (sandbox/worker's
+// Main) share. The worker side links esbuild and goja and is its own
+// package, so a binary that does not import it (the device binary,
+// cmd/roomrelay-agent) carries no JavaScript engine; its worker is the
+// separate binary cmd/roomrelay-sandbox.
 
-// Worker protocol: one JSON object per line on the worker's stdin and
-// stdout. The parent sends an init message first (the verified library
+// WorkerRequest, WorkerInit and WorkerResponse are the worker protocol,
+// exported for sandbox/worker only: one JSON object per line on the worker's
+// stdin and stdout. The parent sends an init message first (the verified library
 // sources and the limits), the worker answers ready, then each request gets
 // exactly one response.
-type workerRequest struct {
-	Init  *workerInit       `json:"init,omitempty"`
+type WorkerRequest struct {
+	Init  *WorkerInit       `json:"init,omitempty"`
 	ID    uint64            `json:"id,omitempty"`
 	Files map[string]string `json:"files,omitempty"`
 }
 
-type workerInit struct {
+type WorkerInit struct {
 	Libraries        map[string]string `json:"libraries"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	KillGraceMS      int64             `json:"kill_grace_ms"`
 	MemoryLimitBytes int64             `json:"memory_limit_bytes"`
 }
 
-type workerResponse struct {
+type WorkerResponse struct {
 	ID    uint64 `json:"id,omitempty"`
 	Ready bool   `json:"ready,omitempty"`
 	// Limits says which limits apply in this worker.

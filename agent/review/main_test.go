@@ -1,5 +1,3 @@
-//go:build !agentonly
-
 package review
 
 import (
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/sandbox"
+	"github.com/roomrelay/roomrelay/sandbox/worker"
 )
 
 // workerMarker as the last argument makes the test binary a sandbox worker,
@@ -19,7 +18,7 @@ const workerMarker = "roomrelay-review-test-worker"
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == workerMarker {
-		os.Exit(sandbox.WorkerMain(context.Background(), os.Stdin, os.Stdout))
+		os.Exit(worker.Main(context.Background(), os.Stdin, os.Stdout))
 	}
 	os.Exit(m.Run())
 }

@@ -9,7 +9,7 @@
 //	go run ./bench/idle -build agent         # only the device build
 //
 // By default it measures both builds in one run, one after the other against
-// the same hub binary: "agent" (-tags agentonly, what the packages ship) and
+// the same hub binary: "agent" (cmd/roomrelay-agent, what the packages ship) and
 // "full" (hub and demo linked in, the baseline).
 //
 // Figures per phase: RSS (max sampled, and at the end; anonymous and file
@@ -65,7 +65,7 @@ func main() {
 	settle := flag.Duration("settle", 10*time.Second, "wait after each transition before measuring")
 	asJSON := flag.Bool("json", false, "print JSON")
 	keep := flag.Bool("keep", false, "keep the work directory (logs, homes)")
-	build := flag.String("build", "both", "agent build to measure: agent (-tags agentonly), full, or both")
+	build := flag.String("build", "both", "agent build to measure: agent (cmd/roomrelay-agent), full, or both")
 	flag.Parse()
 	var builds []string
 	switch *build {
@@ -124,7 +124,7 @@ func run(ctx context.Context, log *slog.Logger, builds []string, window, settle 
 	if err := goBuild(bins["full"], "./cmd/roomrelay"); err != nil {
 		return nil, err
 	}
-	if err := goBuild(bins["agent"], "./cmd/roomrelay", "-tags", "agentonly"); err != nil {
+	if err := goBuild(bins["agent"], "./cmd/roomrelay-agent"); err != nil {
 		return nil, err
 	}
 	// The device build's sandbox worker, next to roomrelay-agent where the

@@ -1,12 +1,9 @@
-//go:build !agentonly
-
-// Command roomrelay-sandbox is the sandbox worker of the device build: the
-// agent (roomrelay built with -tags agentonly) starts it to bundle and
-// smoke-run an approved snippet, so the agent itself links no JavaScript
-// engine. It speaks the worker protocol on stdin/stdout and is not meant to
-// be run by hand. The packages install it as lib/roomrelay/roomrelay-sandbox.
-//
-// Build it without the agentonly tag: it is the worker side.
+// Command roomrelay-sandbox is the sandbox worker of the device binary: the
+// agent (cmd/roomrelay-agent, installed as roomrelay) starts it to bundle
+// and smoke-run an approved snippet, so the agent itself links no
+// JavaScript engine. It speaks the worker protocol on stdin/stdout and is not
+// meant to be run by hand. The packages install it as
+// lib/roomrelay/roomrelay-sandbox.
 package main
 
 import (
@@ -16,7 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/roomrelay/roomrelay/sandbox"
+	"github.com/roomrelay/roomrelay/sandbox/worker"
 )
 
 func main() {
@@ -25,7 +22,7 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := sandbox.WorkerMain(ctx, os.Stdin, os.Stdout)
+	code := worker.Main(ctx, os.Stdin, os.Stdout)
 	stop()
 	os.Exit(code)
 }

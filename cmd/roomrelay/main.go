@@ -2,8 +2,11 @@
 // once-a-second re-check is off, because it wakes an otherwise idle agent.
 //go:debug updatemaxprocs=0
 
-// Command roomrelay is the device agent and the cloud hub of roomrelay.
-// All logic lives in package cli; this file only connects it to the process.
+// Command roomrelay is the full roomrelay: the device agent, the cloud hub
+// and the demo. All logic lives in package cli; importing cli/hubcmd adds
+// the hub server, the demo and the sandbox worker subcommand (and with them
+// nats-server, the MCP SDK, esbuild and goja). The packages ship the device
+// binary instead, cmd/roomrelay-agent.
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/roomrelay/roomrelay/cli"
+	_ "github.com/roomrelay/roomrelay/cli/hubcmd"
 )
 
 func main() {

@@ -5,7 +5,7 @@
 // URL; one code path for both).
 //
 // The hub is a library: New, then Run(ctx) for NATS and the dispatcher, and
-// Handler() served on the caller's own listener (cli/hub_serve.go owns the
+// Handler() served on the caller's own listener (cli/hubcmd/hub_serve.go owns the
 // http.Server, its timeouts and TLS). Its Go API (Command, WaitProposal,
 // Rooms, ResolveRoom, Device, Devices, Presence, Pair, Enroll, Revoke, the
 // client token methods) is what the HTTP handlers and package mcpfront call;

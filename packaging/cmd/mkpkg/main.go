@@ -99,14 +99,15 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		return nil
 	}
 	bin := filepath.Join(stage, "roomrelay")
-	log.Info("building the device binary (go build -tags agentonly ./cmd/roomrelay)", "version", o.version, "arch", o.arch)
-	// The device build: -tags agentonly leaves the hub and the demo (and
-	// with them nats-server) out of what a laptop installs; see cli/hub_agentonly.go.
-	if err := goBuild(bin, "./cmd/roomrelay", "-tags", "agentonly",
+	log.Info("building the device binary (go build ./cmd/roomrelay-agent)", "version", o.version, "arch", o.arch)
+	// The device binary does not import cli/hubcmd: the hub and the demo
+	// (and with them nats-server) stay out of what a laptop installs; see
+	// cmd/roomrelay-agent.
+	if err := goBuild(bin, "./cmd/roomrelay-agent",
 		"-ldflags", "-s -w -X github.com/roomrelay/roomrelay/cli.Version="+o.version); err != nil {
 		return err
 	}
-	// The device build's sandbox worker (esbuild and goja live only here).
+	// The device binary's sandbox worker (esbuild and goja live only here).
 	log.Info("building the sandbox worker (go build ./cmd/roomrelay-sandbox)")
 	worker := filepath.Join(stage, "roomrelay-sandbox")
 	if err := goBuild(worker, "./cmd/roomrelay-sandbox", "-ldflags", "-s -w"); err != nil {
@@ -217,8 +218,8 @@ License: Apache-2.0
 // it returns package path → staged file.
 func generateDocs(ctx context.Context, root, stage, version string) (map[string]string, error) {
 	host := filepath.Join(stage, "roomrelay-host")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "agentonly", "-buildvcs=false",
-		"-ldflags", "-X github.com/roomrelay/roomrelay/cli.Version="+version, "-o", host, "./cmd/roomrelay")
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildvcs=false",
+		"-ldflags", "-X github.com/roomrelay/roomrelay/cli.Version="+version, "-o", host, "./cmd/roomrelay-agent")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go build (for the docs): %w", err)
@@ -257,8 +258,8 @@ func generateDocs(ctx context.Context, root, stage, version string) (map[string]
 }
 
 // pkgWorker is where the sandbox worker goes: PREFIX/lib/roomrelay beside
-// PREFIX/bin/roomrelay, where the device build looks for it
-// (cli/snippet_worker_agentonly.go).
+// PREFIX/bin/roomrelay, where the device binary looks for it
+// (findWorkerBinary in cli/snippet_worker.go).
 const pkgWorker = "/usr/lib/roomrelay/roomrelay-sandbox"
 
 func info(o options, contents files.Contents) *nfpm.Info {

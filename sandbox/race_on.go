@@ -1,8 +1,0 @@
-//go:build race
-
-package sandbox
-
-// raceEnabled: the race detector's runtime maps shadow memory that
-// RLIMIT_DATA counts, so a race-instrumented worker cannot start under the
-// cap. Such builds are for tests only.
-const raceEnabled = true

@@ -74,10 +74,17 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 	var errs []error
 	for k := range have {
 		if _, ok := want[k]; !ok {
+			// The purge's own revision is unknown but later than the key's
+			// last one: events up to that one are stale from now on.
+			prev := h.dir.rev(k)
+			if e, err := h.st.rooms.Get(ctx, k); err == nil {
+				prev = max(prev, e.Revision())
+			}
 			if err := h.st.rooms.Purge(ctx, k); err != nil {
 				errs = append(errs, err)
 				continue
 			}
+			h.dir.written(k, prev+1)
 			h.dir.remove(k)
 		}
 	}
@@ -85,10 +92,12 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 		if name, ok := have[k]; ok && name == rec.Name {
 			continue // unchanged: no write
 		}
-		if _, err := h.st.rooms.Put(ctx, k, mustJSON(rec)); err != nil {
+		rev, err := h.st.rooms.Put(ctx, k, mustJSON(rec))
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		h.dir.written(k, rev)
 		h.dir.put(rec)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -141,11 +150,52 @@ type mirror struct {
 	ready chan struct{} // closed once the watch delivered the initial values
 	rooms map[string]map[string]map[string]roomRec
 	devs  map[string]map[string]string // device → key → room name
+	// revs is the KV revision each key was last set to here, by this
+	// node's own write (setDirectory writes through) or by the watch. The
+	// watch lags behind this node's writes, and an event older than what
+	// was written here must not undo it (a stale delete would hide a room
+	// just written, a stale put bring back one just removed). The watch
+	// delivers in revision order, so an entry can go once the watch has
+	// passed it.
+	revs map[string]uint64
 }
 
 func newMirror() *mirror {
 	return &mirror{ready: make(chan struct{}), rooms: map[string]map[string]map[string]roomRec{},
-		devs: map[string]map[string]string{}}
+		devs: map[string]map[string]string{}, revs: map[string]uint64{}}
+}
+
+// written records this node's own write of key at revision rev (a put), or
+// a removal after revision rev (a purge, whose own revision is later).
+func (m *mirror) written(key string, rev uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rev > m.revs[key] {
+		m.revs[key] = rev
+	}
+}
+
+// fresh reports whether a watch event at rev is not older than what this
+// node wrote, and forgets the write record once the watch caught up.
+func (m *mirror) fresh(key string, rev uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.revs[key]
+	if !ok {
+		return true
+	}
+	if rev < w {
+		return false
+	}
+	delete(m.revs, key)
+	return true
+}
+
+// rev is the revision this node knows key at (0: none).
+func (m *mirror) rev(key string) uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.revs[key]
 }
 
 // ofDevice returns one device's entries: key → room name.
@@ -253,6 +303,9 @@ func (h *Hub) watchDirectory(ctx context.Context, w jetstream.KeyWatcher) {
 					close(h.dir.ready)
 				}
 				continue
+			}
+			if !h.dir.fresh(e.Key(), e.Revision()) {
+				continue // older than this node's own write of the key
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				h.dir.remove(e.Key())

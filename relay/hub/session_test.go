@@ -293,3 +293,26 @@ func TestDrainWithAPeerWaitsForTheMove(t *testing.T) {
 	}
 	ag.conn.Close() // the agent moves: the node can finish
 }
+
+// TestMirrorIgnoresEventsOlderThanItsOwnWrites: the room directory watch
+// lags behind this node's own writes; an event older than a write (a purge
+// of the room from before it was put back, or the put of a room since
+// purged) must not undo it. CI's race run once lost a room this way
+// (TestDirectoryChangesBackToBack).
+func TestMirrorIgnoresEventsOlderThanItsOwnWrites(t *testing.T) {
+	m := newMirror()
+	key := roomKey("p1", "b", "dev-1")
+	m.written(key, 7) // this node put b at revision 7
+	if m.fresh(key, 6) {
+		t.Fatal("a purge event of revision 6 would undo the put of revision 7")
+	}
+	if !m.fresh(key, 7) {
+		t.Fatal("the put's own event was refused")
+	}
+	// Purged here after revision 9: events up to 9 are stale, the purge's
+	// own (10 or later) is not.
+	m.written(key, 10)
+	if m.fresh(key, 9) || !m.fresh(key, 12) {
+		t.Fatal("events around the purge misjudged")
+	}
+}

@@ -233,9 +233,9 @@ func (d *doctor) hub(ctx context.Context, cfg *deviceConfig, token string) {
 }
 
 func (d *doctor) agent(cfg *deviceConfig) {
-	st, err := agent.ReadStatusFile(d.p.State)
+	st, running := runningAgent(d.p, cfg)
 	switch {
-	case err != nil || st.DeviceID != cfg.DeviceID || !processAlive(st.PID) || st.State == agent.StateStopped:
+	case !running:
 		d.add("agent", "warn", "not running", "start it: `roomrelay start` (the service) or `roomrelay run`")
 	case st.State == agent.StateOnline:
 		d.add("agent", "ok", fmt.Sprintf("pid %d, online since %s", st.PID, st.ConnectedSince.Local().Format(time.DateTime)), "")

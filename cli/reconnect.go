@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/daemon"
 )
 
@@ -42,8 +41,8 @@ Exit codes: 0 the agent took the request; 1 it did not within 5 s;
 				if err != nil {
 					return err
 				}
-				st, err := agent.ReadStatusFile(p.State)
-				if err != nil || st.DeviceID != cfg.DeviceID || !processAlive(st.PID) || st.State == agent.StateStopped {
+				st, ok := runningAgent(p, cfg)
+				if !ok {
 					return exitErr(ExitUnavailable, errors.New("the agent is not running: start it (`roomrelay start`, or `roomrelay run` in the foreground)"))
 				}
 				req := filepath.Join(p.Config, daemon.ReconnectFile)

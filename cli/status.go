@@ -180,6 +180,17 @@ func printStatus(e *Env, r statusReport) {
 	}
 }
 
+// runningAgent returns the status of the agent running for this device's
+// enrollment, and false when none is (no status file, one written for an
+// earlier identity, a dead pid, or a clean stop).
+func runningAgent(p devicePaths, cfg *deviceConfig) (agent.Status, bool) {
+	st, err := agent.ReadStatusFile(p.State)
+	if err != nil || st.DeviceID != cfg.DeviceID || !processAlive(st.PID) || st.State == agent.StateStopped {
+		return st, false
+	}
+	return st, true
+}
+
 // processAlive reports whether pid names a running process.
 func processAlive(pid int) bool {
 	if pid <= 0 {

@@ -192,7 +192,10 @@ func TestBackoffResetsOnlyAfterAStableConnection(t *testing.T) {
 	}
 }
 
-func TestWallClockJumpSkipsBackoff(t *testing.T) {
+// backingOff starts an agent whose first dial is refused (503), under the
+// fake clock, and returns it waiting out a backoff of exactly wait.
+func backingOff(t *testing.T, wait time.Duration) (*testHub, *fakeClock, *Agent) {
+	t.Helper()
 	hub := newTestHub(t)
 	hub.status = func(n int) int {
 		if n == 1 {
@@ -203,14 +206,19 @@ func TestWallClockJumpSkipsBackoff(t *testing.T) {
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) {
 		c.Clock = clk
-		c.Backoff = Backoff{Base: time.Minute, Cap: time.Hour, ResetAfter: time.Hour}
+		c.Backoff = Backoff{Base: wait, Cap: time.Hour, ResetAfter: time.Hour}
 		c.Rand = func(n int64) int64 { return n - 1 }
 	})
 	start(t, a)
-	if d := clk.nextTimer(t); d != time.Minute {
-		t.Fatalf("backoff %v, want 1m", d)
+	if d := clk.nextTimer(t); d != wait {
+		t.Fatalf("backoff %v, want %v", d, wait)
 	}
 	eventually(t, "backoff state", func() bool { return a.Status().State == StateBackoff })
+	return hub, clk, a
+}
+
+func TestWallClockJumpSkipsBackoff(t *testing.T) {
+	hub, clk, _ := backingOff(t, time.Minute)
 	// The machine slept for an hour: the wall clock moved, the monotonic did not.
 	clk.JumpWall(time.Hour)
 	clk.Tick()
@@ -223,24 +231,7 @@ func TestWallClockJumpSkipsBackoff(t *testing.T) {
 // TestRetryNowSkipsBackoff: `roomrelay reconnect` while the agent waits
 // out a long backoff makes it dial at once; online, it changes nothing.
 func TestRetryNowSkipsBackoff(t *testing.T) {
-	hub := newTestHub(t)
-	hub.status = func(n int) int {
-		if n == 1 {
-			return http.StatusServiceUnavailable
-		}
-		return 0
-	}
-	clk := newFakeClock()
-	a := newTestAgent(t, hub, "", func(c *Config) {
-		c.Clock = clk
-		c.Backoff = Backoff{Base: time.Hour, Cap: time.Hour, ResetAfter: time.Hour}
-		c.Rand = func(n int64) int64 { return n - 1 }
-	})
-	start(t, a)
-	if d := clk.nextTimer(t); d != time.Hour {
-		t.Fatalf("backoff %v, want 1h", d)
-	}
-	eventually(t, "backoff state", func() bool { return a.Status().State == StateBackoff })
+	hub, _, a := backingOff(t, time.Hour)
 	a.RetryNow()
 	c := hub.next(t) // dialled again without the hour passing
 	eventually(t, "online", func() bool { return a.Status().State == StateOnline })

@@ -39,7 +39,7 @@ const maxSkew = 30 * time.Second
 func init() {
 	Register(&Command{
 		Name:     "doctor",
-		Synopsis: "[--json] [--timeout 10s]",
+		Synopsis: "[--json] [--timeout 10s] [--system]",
 		Summary:  "check this device's setup: config, credentials, hub (DNS, TCP, TLS, token), clock, service, sandbox, audit log",
 		Help: `One line per check, with what to do when it is not ok: the device config,
 the credential store, the policy file, the hub (its name resolves, a TCP
@@ -50,7 +50,7 @@ runtime, and the audit log's hash chain.
 Exit codes: 0 every check ok (warnings allowed); 1 a check failed; 3 not
 enrolled.`,
 		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
+			svc := addSvcFlags(fs, e) // --home and --system, as `service status` reads them
 			asJSON := fs.Bool("json", false, "print JSON")
 			timeout := fs.Duration("timeout", 10*time.Second, "bound on each network check")
 			rf := addRuntimeFlags(fs, e)
@@ -59,11 +59,11 @@ enrolled.`,
 				if len(args) > 0 {
 					return usagef("doctor takes no arguments")
 				}
-				p, err := paths()
+				p, err := svc.paths()
 				if err != nil {
 					return err
 				}
-				d := &doctor{e: e, p: p, timeout: *timeout, rf: rf, caFile: *caFile}
+				d := &doctor{e: e, p: p, svc: svc, timeout: *timeout, rf: rf, caFile: *caFile}
 				checks := d.run(ctx)
 				failed, notEnrolled := false, false
 				for _, c := range checks {
@@ -92,6 +92,7 @@ enrolled.`,
 type doctor struct {
 	e       *Env
 	p       devicePaths
+	svc     svcFlags
 	timeout time.Duration
 	rf      runtimeFlags
 	caFile  string
@@ -245,14 +246,7 @@ func (d *doctor) agent(cfg *deviceConfig) {
 }
 
 func (d *doctor) service(ctx context.Context) {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	f := addSvcFlags(fs, d.e)
-	if err := fs.Parse([]string{"--home", filepath.Dir(d.p.Config)}); err != nil {
-		d.add("service", "warn", err.Error(), "")
-		return
-	}
-	r, _, err := serviceReport(ctx, d.e, f)
+	r, _, err := serviceReport(ctx, d.e, d.svc)
 	switch {
 	case err != nil:
 		d.add("service", "warn", strings.ReplaceAll(err.Error(), "\n  ", " "), "")

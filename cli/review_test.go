@@ -13,6 +13,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
@@ -324,7 +325,7 @@ func TestReviewApproveInterruptedAtThePrompt(t *testing.T) {
 	home, timer, _ := reviewHome(t)
 	r, w := io.Pipe() // an owner who types nothing
 	defer w.Close()
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	e := &Env{Stdin: tty{r}, Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return map[string]string{"ROOMRELAY_HOME": home}[k] }}
 	ctx, cancel := context.WithCancel(context.Background())

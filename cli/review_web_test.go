@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -9,28 +8,11 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer a command writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestReviewWebShowsTheSandboxCheck: `review --web` gives its page the
 // sandbox check, wired as `snippet check --offline` is: with no React
@@ -43,7 +25,7 @@ func TestReviewWebShowsTheSandboxCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errb syncBuffer
+	var out, errb testutil.SyncBuffer
 	e := &Env{Stdout: &out, Stderr: &errb, Executable: exe,
 		// Without the worker subcommand (cli/hubcmd registers it) cli looks
 		// for the separate worker binary; any executable does, since none

@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
 
 // patience bounds every wait so a broken notifier fails the test instead of
@@ -103,25 +104,7 @@ func (r *recorder) wait(t *testing.T, n int) {
 	}
 }
 
-// syncBuffer is a log sink the queue's goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func logger(w *syncBuffer) *slog.Logger {
+func logger(w *testutil.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -129,7 +112,7 @@ func logger(w *syncBuffer) *slog.Logger {
 // the same way; that is one warning, not one per proposal. Another cause
 // gets its own.
 func TestQueueWarnsOncePerCause(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	r := newRecorder()
 	r.err = fmt.Errorf("%w: connect: no such file", ErrUnavailable)
 	q := NewQueue(QueueConfig{Notifier: r, Logger: logger(&logs)})
@@ -170,7 +153,7 @@ func TestQueueWarnsOncePerCause(t *testing.T) {
 // TestQueueTimesOut: a notifier that hangs is cut off after the timeout,
 // logged as such, and the next note still goes out.
 func TestQueueTimesOut(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	r := newRecorder()
 	r.block = make(chan struct{})
 	q := NewQueue(QueueConfig{Notifier: r, Timeout: 50 * time.Millisecond, Logger: logger(&logs)})
@@ -194,7 +177,7 @@ func TestQueueTimesOut(t *testing.T) {
 // context even while a note is being sent.
 func TestQueueIsBoundedAndNeverBlocks(t *testing.T) {
 	base := runtime.NumGoroutine()
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	r := newRecorder()
 	r.block = make(chan struct{}) // the first note hangs in Notify
 	defer close(r.block)
@@ -236,7 +219,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func waitLog(t *testing.T, logs *syncBuffer, s string) {
+func waitLog(t *testing.T, logs *testutil.SyncBuffer, s string) {
 	t.Helper()
 	waitFor(t, "a log line with "+s, func() bool {
 		return strings.Contains(logs.String(), "proposal="+s) && strings.Contains(logs.String(), "failed")

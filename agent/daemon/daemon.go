@@ -100,7 +100,7 @@ type Daemon struct {
 	lastQuery  time.Time
 
 	dirMu   sync.Mutex
-	lastDir []relay.RoomEntry // the directory last sent to the hub; nil: unknown
+	lastDir []relay.RoomEntry // the directory last queued for the hub; nil: unknown, or a hello went out since
 
 	stats struct{ policyLoads, decisionQueries atomic.Int64 }
 }
@@ -262,7 +262,11 @@ func (d *Daemon) housekeep(ctx context.Context) {
 	// to readers (SQLite publishes it in the shared-memory index, which
 	// inotify does not see), so every burst of events is checked again once
 	// it settled.
-	var settle <-chan time.Time
+	//
+	// The first look gets the same second looks: a commit in flight while
+	// the watch was added wrote its WAL frames before it (no event) and
+	// became visible after the look.
+	settle := time.After(settleSteps[0])
 	step := 0
 	for {
 		select {

@@ -12,15 +12,18 @@ import (
 
 // directory is the room directory the hub is told of: the rooms of every
 // enabled project that the policy lets the device serve, ids and names
-// only, at most relay.MaxDirectoryRooms. It also remembers what it
-// computed, so announceRooms sends only a change.
+// only, at most relay.MaxDirectoryRooms. The agent calls it for each hello.
+//
+// A hello does not count as "sent" for announceRooms: rooms_changed events
+// queued before the connection are delivered after the hello, so the hub
+// may end on an older list than the hello's. Forgetting what was sent makes
+// the next change check send the directory again, which the hub then ends
+// on. dirMu orders this against announceRooms' compute-and-queue.
 func (d *Daemon) directory(ctx context.Context) []relay.RoomEntry {
+	d.dirMu.Lock()
+	defer d.dirMu.Unlock()
 	out := d.computeDirectory(ctx)
-	if out != nil {
-		d.dirMu.Lock()
-		d.lastDir = out
-		d.dirMu.Unlock()
-	}
+	d.lastDir = nil
 	return out
 }
 
@@ -60,28 +63,21 @@ func clip(s string, n int) string {
 }
 
 // announceRooms sends a rooms_changed event when the directory differs from
-// the one last sent (in hello or an earlier event).
+// the one last queued. Computing and queueing happen under one lock, so
+// events are queued in the order their lists were read.
 func (d *Daemon) announceRooms(ctx context.Context) {
-	now := d.computeDirectory(ctx)
-	if now == nil {
-		return
-	}
 	d.dirMu.Lock()
-	same := d.lastDir != nil && slices.Equal(now, d.lastDir)
-	if !same {
-		d.lastDir = now
-	}
-	d.dirMu.Unlock()
-	if same {
+	defer d.dirMu.Unlock()
+	now := d.computeDirectory(ctx)
+	if now == nil || (d.lastDir != nil && slices.Equal(now, d.lastDir)) {
 		return
 	}
 	data, _ := json.Marshal(relay.RoomsChanged{Rooms: now})
 	if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventRoomsChanged, Time: time.Now().UTC(), Data: data}); err != nil {
 		d.log.Warn("rooms_changed event not queued", "err", err)
-		d.dirMu.Lock()
 		d.lastDir = nil // try again at the next change or tick
-		d.dirMu.Unlock()
 		return
 	}
+	d.lastDir = now
 	d.log.Info("room directory changed", "rooms", len(now))
 }

@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -197,7 +198,7 @@ func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	code := ExitFailure
+	code := deviceExit[device.KindOf(err)] // ExitFailure unless a device workflow said more
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err == nil {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/roomrelay/roomrelay/agent/device"
 )
 
 // run drives Main like the binary does and returns the exit code and output.
@@ -61,7 +63,7 @@ func TestVersionJSON(t *testing.T) {
 func TestStatusNotEnrolled(t *testing.T) {
 	home := t.TempDir()
 	code, out, _ := run(t, nil, "status", "--home", home, "--json")
-	var r statusReport
+	var r device.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}

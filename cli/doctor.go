@@ -17,6 +17,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -91,7 +92,7 @@ enrolled.`,
 
 type doctor struct {
 	e       *Env
-	p       devicePaths
+	p       device.Paths
 	svc     svcFlags
 	timeout time.Duration
 	rf      runtimeFlags
@@ -104,7 +105,7 @@ func (d *doctor) add(name, status, detail, fix string) {
 }
 
 func (d *doctor) run(ctx context.Context) []check {
-	cfg, err := loadDeviceConfig(d.p)
+	cfg, err := device.LoadConfig(d.p)
 	if err != nil {
 		d.add("config", "fail", err.Error(), "enroll: `roomrelay enroll --hub URL --code CODE`")
 	} else {
@@ -135,7 +136,7 @@ func (d *doctor) run(ctx context.Context) []check {
 	return d.checks
 }
 
-func (d *doctor) credentials(ctx context.Context, cfg *deviceConfig) string {
+func (d *doctor) credentials(ctx context.Context, cfg *device.Config) string {
 	cs, err := credstore.Open(ctx, cfg.CredentialStore, d.p.Config)
 	if err != nil {
 		d.add("credentials", "fail", err.Error(), "see docs/install.md (credential store); a headless box can enroll again with --credential-store file")
@@ -150,7 +151,7 @@ func (d *doctor) credentials(ctx context.Context, cfg *deviceConfig) string {
 	return tok
 }
 
-func (d *doctor) hub(ctx context.Context, cfg *deviceConfig, token string) {
+func (d *doctor) hub(ctx context.Context, cfg *device.Config, token string) {
 	u, err := url.Parse(cfg.Hub)
 	if err != nil || u.Hostname() == "" {
 		d.add("hub", "fail", fmt.Sprintf("hub URL %q in the device config: %v", cfg.Hub, err), "enroll again with the right --hub")
@@ -233,8 +234,8 @@ func (d *doctor) hub(ctx context.Context, cfg *deviceConfig, token string) {
 	}
 }
 
-func (d *doctor) agent(cfg *deviceConfig) {
-	st, running := runningAgent(d.p, cfg)
+func (d *doctor) agent(cfg *device.Config) {
+	st, running := device.RunningAgent(d.p, cfg)
 	switch {
 	case !running:
 		d.add("agent", "warn", "not running", "start it: `roomrelay start` (the service) or `roomrelay run`")

@@ -67,13 +67,13 @@ func TestDoctor(t *testing.T) {
 	}
 	os.RemoveAll(dir)
 
-	if _, err := srv.hub.Revoke(ctx, dc.DeviceID); err != nil {
+	if _, err := srv.Revoke(ctx, dc.DeviceID); err != nil {
 		t.Fatal(err)
 	}
 	if code, m, out := doctor(); code != ExitFailure || m["hub auth"].Status != "fail" || !strings.Contains(m["hub auth"].Detail, "revoked") {
 		t.Errorf("revoked: %d\n%s", code, out)
 	}
-	srv.close()
+	srv.Stop()
 	if code, m, out := doctor(); code != ExitFailure || m["hub tcp"].Status != "fail" {
 		t.Errorf("hub down: %d\n%s", code, out)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/agent/device"
 )
 
 // TestEnrollAgainAfterRevoke: after `hub revoke`, doing what status says —
@@ -20,10 +21,10 @@ func TestEnrollAgainAfterRevoke(t *testing.T) {
 	ctx := srv.ctx
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
-	readConfig := func() deviceConfig {
+	readConfig := func() device.Config {
 		t.Helper()
-		var dc deviceConfig
-		b, err := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
+		var dc device.Config
+		b, err := os.ReadFile(filepath.Join(home, "config", device.ConfigFile))
 		if err != nil || json.Unmarshal(b, &dc) != nil {
 			t.Fatalf("device config %s: %v", b, err)
 		}
@@ -31,18 +32,18 @@ func TestEnrollAgainAfterRevoke(t *testing.T) {
 	}
 	enroll := func() (int, string) {
 		t.Helper()
-		pc, err := srv.hub.Pair(ctx, "p1", 0)
+		pc, err := srv.Pair(ctx, "p1", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, _, errs := run(t, env, "enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file", "--name", "laptop")
+		code, _, errs := run(t, env, "enroll", "--hub", srv.URL(), "--code", pc.Code, "--credential-store", "file", "--name", "laptop")
 		return code, errs
 	}
 	if code, errs := enroll(); code != ExitOK {
 		t.Fatalf("first enroll: %d %s", code, errs)
 	}
 	old := readConfig()
-	if _, err := srv.hub.Revoke(ctx, old.DeviceID); err != nil {
+	if _, err := srv.Revoke(ctx, old.DeviceID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -64,7 +65,7 @@ func TestEnrollAgainAfterRevoke(t *testing.T) {
 	if _, err := cs.Get(ctx, nw.DeviceID); err != nil {
 		t.Fatalf("the new device's token: %v", err)
 	}
-	if d, err := srv.hub.Device(ctx, nw.DeviceID); err != nil || d.Revoked {
+	if d, err := srv.Device(ctx, nw.DeviceID); err != nil || d.Revoked {
 		t.Fatalf("the new device on the hub: %+v, %v", d, err)
 	}
 }

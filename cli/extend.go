@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
@@ -71,7 +72,7 @@ type DeviceDirs struct{ Config, State, Data string }
 // puts in the file credential store in dirs.Config): the directories and
 // config.json.
 func SaveEnrollment(home, hubURL, deviceID, deviceName string, projects []string) (DeviceDirs, error) {
-	p, err := resolvePaths(home, func(string) string { return "" })
+	p, err := device.ResolvePaths(home, func(string) string { return "" })
 	if err != nil {
 		return DeviceDirs{}, err
 	}
@@ -79,12 +80,12 @@ func SaveEnrollment(home, hubURL, deviceID, deviceName string, projects []string
 	if err := p.MkdirAll(); err != nil {
 		return dirs, err
 	}
-	return dirs, saveDeviceConfig(p, &deviceConfig{Hub: hubURL, DeviceID: deviceID, DeviceName: deviceName, Projects: projects,
+	return dirs, device.SaveConfig(p, &device.Config{Hub: hubURL, DeviceID: deviceID, DeviceName: deviceName, Projects: projects,
 		CredentialStore: credstore.KindFile, EnrolledAt: time.Now().UTC()})
 }
 
 // PolicyPath is the owner's policy file in a device's config dir.
-func PolicyPath(configDir string) string { return policyPath(devicePaths{Config: configDir}) }
+func PolicyPath(configDir string) string { return policyPath(device.Paths{Config: configDir}) }
 
 // buildFlavor is reported by `roomrelay version`: "full" when the hub server
 // is registered (cmd/roomrelay imports cli/hubcmd), else "agent" (the device

@@ -7,14 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -244,7 +243,7 @@ func printDevices(e *Env, devs []hubapi.Device) {
 	tw.Flush()
 }
 
-func hubDataDir(paths func() (devicePaths, error), flagDir string) (string, error) {
+func hubDataDir(paths func() (device.Paths, error), flagDir string) (string, error) {
 	if flagDir != "" {
 		return filepath.Abs(flagDir)
 	}
@@ -340,17 +339,8 @@ func hubCallErr(err error) error {
 		}
 		return err
 	}
-	// A certificate problem is not an unreachable hub: say what fixes it.
-	if ex := tlsfiles.Explain(err); ex != nil {
-		return exitErr(ExitUnavailable, fmt.Errorf("cannot connect to the hub: %w", ex))
-	}
-	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
-		return exitErr(ExitUnavailable, fmt.Errorf("%w (the hub serves plain HTTP: use an http:// --hub, or start it with --tls-cert and --tls-key)", err))
-	}
-	var ne net.Error
-	var oe *net.OpError
-	if errors.As(err, &oe) || errors.As(err, &ne) {
-		return exitErr(ExitUnavailable, fmt.Errorf("cannot reach the hub: %w (is `roomrelay hub` running, and is --hub right?)", err))
+	if hubclient.Unreachable(err) {
+		return exitErr(ExitUnavailable, hubclient.Explain(err))
 	}
 	return err
 }

@@ -32,7 +32,7 @@ func TestSnippetArgsIntoHubCall(t *testing.T) {
 	}
 	startAgent(t, env)
 	eventually(t, "agent online", func() bool {
-		d, err := srv.hub.Device(ctx, dc.DeviceID)
+		d, err := srv.Device(ctx, dc.DeviceID)
 		return err == nil && d.Presence.State == hubapi.StateOnline
 	})
 
@@ -67,7 +67,7 @@ func TestSnippetArgsIntoHubCall(t *testing.T) {
 		t.Helper()
 		var out, errb bytes.Buffer
 		e := &Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
-		base := []string{"hub", "call", dc.DeviceID, "propose_room_snippet_app", "--project", "p1", "--hub", srv.url, "--admin-token", "rra_t"}
+		base := []string{"hub", "call", dc.DeviceID, "propose_room_snippet_app", "--project", "p1", "--hub", srv.URL(), "--admin-token", "rra_t"}
 		return Main(ctx, append(base, args...), e), out.String(), errb.String()
 	}
 	code, out, errs := call(argsOut, "--args", "-")

@@ -10,17 +10,18 @@ import (
 	"strings"
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
-func policyPath(p devicePaths) string { return filepath.Join(p.Config, daemon.PolicyFile) }
+func policyPath(p device.Paths) string { return filepath.Join(p.Config, daemon.PolicyFile) }
 
 // policyFlags adds --home and returns a loader of the owner's policy file
 // (a missing file is the deny-all policy).
-func policyFlags(fs *flag.FlagSet, e *Env) func() (devicePaths, *allowlist.Policy, error) {
+func policyFlags(fs *flag.FlagSet, e *Env) func() (device.Paths, *allowlist.Policy, error) {
 	paths := pathFlags(fs, e)
-	return func() (devicePaths, *allowlist.Policy, error) {
+	return func() (device.Paths, *allowlist.Policy, error) {
 		p, err := paths()
 		if err != nil {
 			return p, nil, err
@@ -113,7 +114,7 @@ Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
 					}
 					fmt.Fprintf(e.Stdout, "changed: %s\n", strings.Join(ch, "; "))
 				}
-				if cfg, err := loadDeviceConfig(p); err == nil && !containsStr(cfg.Projects, project) {
+				if cfg, err := device.LoadConfig(p); err == nil && !containsStr(cfg.Projects, project) {
 					fmt.Fprintf(e.Stderr, "note: the hub has not enrolled this device for %s yet; it is served once both hold (`roomrelay enroll` with a code for %s)\n", project, project)
 				}
 				return nil

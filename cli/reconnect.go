@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 )
 
 func init() {
@@ -37,11 +38,11 @@ Exit codes: 0 the agent took the request; 1 it did not within 5 s;
 				if err != nil {
 					return err
 				}
-				cfg, err := loadDeviceConfig(p)
+				cfg, err := device.LoadConfig(p)
 				if err != nil {
 					return err
 				}
-				st, ok := runningAgent(p, cfg)
+				st, ok := device.RunningAgent(p, cfg)
 				if !ok {
 					return exitErr(ExitUnavailable, errors.New("the agent is not running: start it (`roomrelay start`, or `roomrelay run` in the foreground)"))
 				}

@@ -23,7 +23,7 @@ func TestReconnect(t *testing.T) {
 	}
 	stop := startAgent(t, env)
 	eventually(t, "agent online", func() bool {
-		d, err := srv.hub.Device(ctx, dc.DeviceID)
+		d, err := srv.Device(ctx, dc.DeviceID)
 		return err == nil && d.Presence.State == hubapi.StateOnline
 	})
 	eventually(t, "status written", func() bool { code, _, _ := run(t, env, "status"); return code == 0 })

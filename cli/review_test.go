@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
@@ -26,7 +27,7 @@ func reviewHome(t *testing.T) (home string, timer, small rooms.Proposal) {
 	t.Helper()
 	ctx := context.Background()
 	home = t.TempDir()
-	p, _ := resolvePaths(home, func(string) string { return "" })
+	p, _ := device.ResolvePaths(home, func(string) string { return "" })
 	if err := p.MkdirAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestReviewCommands(t *testing.T) {
 	}
 
 	// The launcher holds the approved app only.
-	p, _ := resolvePaths(home, func(string) string { return "" })
+	p, _ := device.ResolvePaths(home, func(string) string { return "" })
 	s, err := rooms.Open(context.Background(), filepath.Join(p.Data, daemon.RoomsDB), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func runIn(t *testing.T, env map[string]string, stdin io.Reader, args ...string)
 
 func launcherApps(t *testing.T, home string) int {
 	t.Helper()
-	p, _ := resolvePaths(home, func(string) string { return "" })
+	p, _ := device.ResolvePaths(home, func(string) string { return "" })
 	s, err := rooms.Open(context.Background(), filepath.Join(p.Data, daemon.RoomsDB), nil)
 	if err != nil {
 		t.Fatal(err)

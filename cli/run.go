@@ -12,6 +12,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/power"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
@@ -48,7 +49,7 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 
 // runAgent runs the device agent and its sleep watcher until ctx ends or the
 // hub refuses the device.
-func runAgent(ctx context.Context, e *Env, p devicePaths, rf runtimeFlags, caFile string, withSandbox bool) error {
+func runAgent(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFile string, withSandbox bool) error {
 	d, pool, err := openDaemon(ctx, e, p, rf, caFile, withSandbox)
 	if err != nil {
 		return err
@@ -94,8 +95,8 @@ func runAgent(ctx context.Context, e *Env, p devicePaths, rf runtimeFlags, caFil
 // openDaemon builds the device agent from the enrolled config, the token in
 // the credential store and, unless disabled, a sandbox pool. caFile (the
 // flag or env) overrides the CA file enroll recorded.
-func openDaemon(ctx context.Context, e *Env, p devicePaths, rf runtimeFlags, caFile string, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
-	cfg, err := loadDeviceConfig(p)
+func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFile string, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
+	cfg, err := device.LoadConfig(p)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/kardianos/service"
 
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/packaging"
 )
 
@@ -42,7 +43,7 @@ type svcSpec struct {
 	system   bool
 	home     string // --home as given ("" = the default directories)
 	exe      string
-	paths    devicePaths
+	paths    device.Paths
 	unitPath string // the file the service manager reads ("" on Windows)
 	kind     string // for messages: "per-user systemd service", ...
 	svc      service.Service
@@ -51,7 +52,7 @@ type svcSpec struct {
 
 type svcFlags struct {
 	system *bool
-	paths  func() (devicePaths, error)
+	paths  func() (device.Paths, error)
 	home   func() string
 }
 
@@ -315,7 +316,7 @@ func installService(ctx context.Context, e *Env, f svcFlags) error {
 	if note := s.bootNote(); note != "" {
 		fmt.Fprintln(e.Stdout, note)
 	}
-	if _, err := loadDeviceConfig(s.paths); err != nil {
+	if _, err := device.LoadConfig(s.paths); err != nil {
 		fmt.Fprintln(e.Stdout, "  note: this device is not enrolled yet; the service will not connect until you run `roomrelay enroll`, then `roomrelay restart`")
 	}
 	return nil
@@ -330,10 +331,9 @@ func (s *svcSpec) checkCredentials() error {
 	if s.home == "" {
 		return usagef("--system needs --home DIR: a system service does not run in your account, so say where its config, state and data live (e.g. /var/lib/roomrelay)")
 	}
-	cfg, err := loadDeviceConfig(s.paths)
+	cfg, err := device.LoadConfig(s.paths)
 	if err != nil {
-		var ee *ExitError
-		if errors.As(err, &ee) && ee.Code == ExitNotEnrolled {
+		if device.KindOf(err) == device.KindNotEnrolled {
 			return exitErr(ExitNotEnrolled, fmt.Errorf("--system needs an enrolled device with the file credential store: run\n  roomrelay enroll --home %s --credential-store file --hub URL --code CODE\n  first (as the account the service will run as)", s.home))
 		}
 		return err

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/packaging"
 )
 
@@ -306,9 +307,9 @@ func TestServiceSystemRefusals(t *testing.T) {
 	code, out, errOut = w.run("install", "--system", "--home", w.rh)
 	expectRun(t, "--system not enrolled", code, out, errOut, ExitNotEnrolled, "--credential-store file")
 
-	p, err := resolvePaths(w.rh, func(string) string { return "" })
+	p, err := device.ResolvePaths(w.rh, func(string) string { return "" })
 	must(t, err)
-	must(t, saveDeviceConfig(p, &deviceConfig{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
+	must(t, device.SaveConfig(p, &device.Config{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
 	code, out, errOut = w.run("install", "--system", "--home", w.rh)
 	expectRun(t, "--system with the keyring", code, out, errOut, ExitFailure, "a system service cannot reach", "--credential-store file")
 	if c := w.calls(); strings.Contains(c, "enable") || strings.Contains(c, "daemon-reload") {

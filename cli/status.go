@@ -3,42 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"os"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent"
-	"github.com/roomrelay/roomrelay/agent/credstore"
-	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/agent/device"
 )
-
-// statusReport is `roomrelay status --json`.
-type statusReport struct {
-	State           string   `json:"state"` // agent state, or not_enrolled / not_running
-	Problem         string   `json:"problem,omitempty"`
-	Fix             string   `json:"fix,omitempty"`
-	Hub             string   `json:"hub,omitempty"`
-	DeviceID        string   `json:"device_id,omitempty"`
-	Projects        []string `json:"projects,omitempty"`
-	CredentialStore string   `json:"credential_store,omitempty"`
-	// Agent is the running agent's status; LastRun what an agent that is
-	// no longer running last recorded (its connection facts are history).
-	Agent   *agent.Status `json:"agent,omitempty"`
-	LastRun *lastRun      `json:"last_run,omitempty"`
-}
-
-// lastRun is what a stopped (or killed) agent last wrote.
-type lastRun struct {
-	PID       int       `json:"pid"`
-	State     string    `json:"state"` // as it last recorded it
-	LastError string    `json:"last_error,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
 
 func init() {
 	Register(&Command{
@@ -58,7 +29,8 @@ sleeping); 3 not enrolled or enrollment revoked; 4 the agent is not running.`,
 				if err != nil {
 					return err
 				}
-				r, code := buildStatus(p)
+				r, verdict := device.Diagnose(p)
+				code := statusExit[verdict]
 				if *asJSON {
 					if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
 						return err
@@ -75,77 +47,11 @@ sleeping); 3 not enrolled or enrollment revoked; 4 the agent is not running.`,
 	})
 }
 
-func buildStatus(p devicePaths) (statusReport, int) {
-	cfg, err := loadDeviceConfig(p)
-	if err != nil {
-		var ee *ExitError
-		if errors.As(err, &ee) && ee.Code == ExitNotEnrolled {
-			return statusReport{State: "not_enrolled", Problem: "this device is not enrolled with a hub",
-				Fix: "get a pairing code (`roomrelay hub pair --project P` on the hub) and run `roomrelay enroll --hub URL --code CODE`"}, ExitNotEnrolled
-		}
-		return statusReport{State: "error", Problem: err.Error(), Fix: "enroll again to rewrite the device config"}, ExitFailure
-	}
-	r := statusReport{Hub: cfg.Hub, DeviceID: cfg.DeviceID, Projects: cfg.Projects}
-	switch cfg.CredentialStore {
-	case credstore.KindFile:
-		r.CredentialStore = "file " + p.Config + "/" + credstore.FileName + " (0600, chosen explicitly)"
-	default:
-		r.CredentialStore = "OS keyring"
-	}
-	st, err := agent.ReadStatusFile(p.State)
-	if err == nil && (st.DeviceID != cfg.DeviceID || st.UpdatedAt.Before(cfg.EnrolledAt)) {
-		// Written for an identity enrolled before this one: none of it is
-		// about this enrollment.
-		err = fs.ErrNotExist
-	}
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !processAlive(st.PID)) || (err == nil && st.State == agent.StateStopped) {
-		r.State = "not_running"
-		r.Problem = "the agent is not running"
-		r.Fix = "start it: `roomrelay run`, or `roomrelay install` to run it as a service"
-		if err == nil {
-			r.LastRun = &lastRun{PID: st.PID, State: st.State, LastError: st.LastError, UpdatedAt: st.UpdatedAt}
-			if st.State == agent.StateNeedsEnrollment {
-				r.State, r.Problem = agent.StateNeedsEnrollment, "the hub refused this device's token (revoked or unknown)"
-				r.Fix = "enroll again with a new pairing code: `roomrelay enroll --hub " + cfg.Hub + " --code CODE`"
-				return r, ExitNotEnrolled
-			}
-		}
-		return r, ExitUnavailable
-	}
-	if err != nil {
-		r.State, r.Problem = "error", err.Error()
-		return r, ExitFailure
-	}
-	r.Agent = &st
-	r.State = st.State
-	switch st.State {
-	case agent.StateOnline:
-		return r, ExitOK
-	case agent.StateNeedsEnrollment:
-		r.Problem = "the hub refused this device's token (revoked or unknown)"
-		r.Fix = "enroll again with a new pairing code: `roomrelay enroll --hub " + cfg.Hub + " --code CODE`"
-		return r, ExitNotEnrolled
-	case agent.StateBackoff, agent.StateConnecting:
-		r.Problem = "not connected to the hub"
-		if st.LastError != "" {
-			r.Problem += ": " + st.LastError
-		}
-		r.Fix = "check the network and that the hub at " + cfg.Hub + " is up; the agent retries by itself"
-		if strings.Contains(st.LastError, tlsfiles.UntrustedHint) {
-			r.Fix = "restart the agent with --ca-file FILE (or ROOMRELAY_CA_FILE), or enroll again with --ca-file: the file holds the CA that signed the hub's certificate"
-		} else if strings.Contains(st.LastError, "TLS certificate") {
-			r.Fix = "fix the hub's TLS certificate or the hub URL as the error says; the agent retries by itself"
-		}
-	case agent.StateSleeping:
-		r.Problem = "the device announced sleep; it reconnects on wake"
-	case agent.StateError:
-		r.Problem = st.LastError
-		r.Fix = "see the agent's log; restart it after fixing the cause"
-	}
-	return r, ExitFailure
-}
+// statusExit is the exit code `status` gives for a verdict.
+var statusExit = map[device.Verdict]int{device.Online: ExitOK, device.NotOnline: ExitFailure,
+	device.NotEnrolled: ExitNotEnrolled, device.NotRunning: ExitUnavailable}
 
-func printStatus(e *Env, r statusReport) {
+func printStatus(e *Env, r device.Report) {
 	w := e.Stdout
 	fmt.Fprintf(w, "state:       %s\n", r.State)
 	if r.Problem != "" {
@@ -178,30 +84,4 @@ func printStatus(e *Env, r statusReport) {
 			fmt.Fprintf(w, "note:        %s\n", n)
 		}
 	}
-}
-
-// runningAgent returns the status of the agent running for this device's
-// enrollment, and false when none is (no status file, one written for an
-// earlier identity, a dead pid, or a clean stop).
-func runningAgent(p devicePaths, cfg *deviceConfig) (agent.Status, bool) {
-	st, err := agent.ReadStatusFile(p.State)
-	if err != nil || st.DeviceID != cfg.DeviceID || !processAlive(st.PID) || st.State == agent.StateStopped {
-		return st, false
-	}
-	return st, true
-}
-
-// processAlive reports whether pid names a running process.
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	// Signal 0 checks existence without delivering anything (Unix); on
-	// Windows FindProcess already failed for a dead pid.
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, os.ErrPermission)
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"path/filepath"
 
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 )
@@ -31,26 +30,12 @@ func clientTLS(caFile string) (*tls.Config, error) {
 }
 
 // hubHTTPClient is the HTTP client for a hub trusting caFile; nil (the
-// default client) when caFile is empty.
+// default client) when caFile is empty. A CA file that does not load is a
+// usage error.
 func hubHTTPClient(caFile string) (*http.Client, error) {
-	cfg, err := clientTLS(caFile)
-	if err != nil || cfg == nil {
-		return nil, err
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg
-	return &http.Client{Transport: tr}, nil
-}
-
-// absCAFile is caFile as recorded in the device config: absolute, because
-// the service runs the agent from another directory.
-func absCAFile(caFile string) (string, error) {
-	if caFile == "" {
-		return "", nil
-	}
-	abs, err := filepath.Abs(caFile)
+	hc, err := tlsfiles.HTTPClient(caFile)
 	if err != nil {
-		return "", fmt.Errorf("--ca-file: %w", err)
+		return nil, exitErr(ExitUsage, fmt.Errorf("--ca-file: %w", err))
 	}
-	return abs, nil
+	return hc, nil
 }

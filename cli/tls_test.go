@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -65,17 +66,17 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	}
 	srv := startTestHubWith(t, r.ServerConfig(), log)
 	ctx := srv.ctx
-	if !strings.HasPrefix(srv.url, "https://") {
-		t.Fatalf("the hub serves %s, want https", srv.url)
+	if !strings.HasPrefix(srv.URL(), "https://") {
+		t.Fatalf("the hub serves %s, want https", srv.URL())
 	}
-	pc, err := srv.hub.Pair(ctx, "p1", 0)
+	pc, err := srv.Pair(ctx, "p1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
-	enroll := []string{"enroll", "--hub", srv.url, "--code", pc.Code, "--credential-store", "file", "--name", "laptop"}
+	enroll := []string{"enroll", "--hub", srv.URL(), "--code", pc.Code, "--credential-store", "file", "--name", "laptop"}
 	code, _, errs := run(t, env, enroll...)
 	if code != ExitUnavailable || !strings.Contains(errs, tlsfiles.UntrustedHint) || strings.Contains(errs, "is `roomrelay hub` running") {
 		t.Fatalf("enroll without the CA: %d %s", code, errs)
@@ -83,13 +84,13 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	if code, _, errs := run(t, env, append(enroll, "--ca-file", caFile)...); code != 0 {
 		t.Fatalf("enroll with --ca-file: %d %s", code, errs)
 	}
-	var dc deviceConfig
-	b, err := os.ReadFile(filepath.Join(home, "config", deviceConfigName))
+	var dc device.Config
+	b, err := os.ReadFile(filepath.Join(home, "config", device.ConfigFile))
 	if err != nil || json.Unmarshal(b, &dc) != nil || dc.CAFile != caFile {
 		t.Fatalf("device config %s (%v): want ca_file %s", b, err, caFile)
 	}
 
-	admin := []string{"hub", "devices", "--hub", srv.url, "--admin-token", "rra_t", "--json"}
+	admin := []string{"hub", "devices", "--hub", srv.URL(), "--admin-token", "rra_t", "--json"}
 	if code, _, errs := run(t, nil, admin...); code != ExitUnavailable || !strings.Contains(errs, tlsfiles.UntrustedHint) {
 		t.Fatalf("hub devices without the CA: %d %s", code, errs)
 	}
@@ -100,7 +101,7 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 
 	// The agent uses the CA enroll recorded: online over wss.
 	online := func() bool {
-		d, err := srv.hub.Device(ctx, dc.DeviceID)
+		d, err := srv.Device(ctx, dc.DeviceID)
 		return err == nil && d.Presence.State == hubapi.StateOnline
 	}
 	stop := startAgent(t, env)
@@ -115,10 +116,10 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	// refused by TLS, and status says what to do.
 	otherCA, _, _ := testutil.NewCA(t, "another CA").WriteFiles(t.TempDir(), "127.0.0.1")
 	stop = startAgent(t, env, "--ca-file", otherCA)
-	var st statusReport
+	var st device.Report
 	eventually(t, "status names the untrusted certificate", func() bool {
 		_, out, _ := run(t, env, "status", "--json")
-		st = statusReport{}
+		st = device.Report{}
 		return json.Unmarshal([]byte(out), &st) == nil && strings.Contains(st.Problem, tlsfiles.UntrustedHint)
 	})
 	if !strings.Contains(st.Fix, "--ca-file") || strings.Contains(st.Fix, "is up") {
@@ -129,7 +130,7 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	// Certificate renewal without a restart.
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.PEM)
-	addr := strings.TrimPrefix(srv.url, "https://")
+	addr := strings.TrimPrefix(srv.URL(), "https://")
 	served := func() *big.Int {
 		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots})
 		if err != nil {
@@ -164,7 +165,7 @@ func TestHubTLSWithPrivateCA(t *testing.T) {
 	}
 	// The same server all along: the enrolled device's token still works
 	// against it, and its store kept the device.
-	if _, err := srv.hub.Device(ctx, dc.DeviceID); err != nil {
+	if _, err := srv.Device(ctx, dc.DeviceID); err != nil {
 		t.Fatalf("the device after the reloads: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/agent/device"
 )
 
 // TestUnenroll: the hub revokes the device on its own token, the token and
@@ -36,20 +37,20 @@ func TestUnenroll(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("unenroll: %d %s", code, errs)
 	}
-	var r unenrollReport
+	var r device.Unenrollment
 	if err := json.Unmarshal([]byte(out), &r); err != nil || r.DeviceID != dev || !r.HubRevoked {
 		t.Fatalf("unenroll said %s (%v)", out, err)
 	}
 	if !strings.Contains(strings.Join(r.Kept, "|"), "rooms.db") || !strings.Contains(strings.Join(r.Kept, "|"), "audit") {
 		t.Errorf("kept: %v", r.Kept)
 	}
-	if d, err := srv.hub.Device(ctx, dev); err != nil || !d.Revoked {
+	if d, err := srv.Device(ctx, dev); err != nil || !d.Revoked {
 		t.Fatalf("on the hub after unenroll: %+v %v", d, err)
 	}
 	if _, err := cs.Get(ctx, dev); !errors.Is(err, credstore.ErrNotFound) {
 		t.Fatalf("token still stored: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(home, "config", deviceConfigName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(home, "config", device.ConfigFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("identity still there: %v", err)
 	}
 	if code, out, _ := run(t, env, "rooms", "list", "--json"); code != ExitOK || !strings.Contains(out, `"r1"`) {
@@ -67,7 +68,7 @@ func TestUnenroll(t *testing.T) {
 	if dev2 == dev {
 		t.Fatal("enrolled again as the revoked device")
 	}
-	srv.close()
+	srv.Stop()
 	code, _, errs = run(t, env, "unenroll")
 	if code != ExitUnavailable || !strings.Contains(errs, "nothing was removed") || !strings.Contains(errs, "--local-only") {
 		t.Fatalf("unenroll with the hub down: %d %s", code, errs)

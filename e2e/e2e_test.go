@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/internal/testutil/testhub"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -42,32 +42,13 @@ func logger(t testing.TB) *slog.Logger {
 
 // runningHub is a hub started for a test.
 type runningHub struct {
+	*testhub.Hub
 	h      *hub.Hub
-	srv    *testutil.Server
-	cancel context.CancelFunc
-	done   chan error
 	client *hubclient.Client
-	once   sync.Once
 }
 
-func (r *runningHub) stop(t testing.TB) {
-	t.Helper()
-	r.once.Do(func() { r.doStop(t) })
-}
-
-func (r *runningHub) doStop(t testing.TB) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("hub Run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("hub did not stop")
-	}
-	r.srv.Close()
-}
+// stop stops the hub (it drains its agents), then its listener.
+func (r *runningHub) stop(testing.TB) { r.Stop() }
 
 func startHub(t testing.TB, cfg hub.Config) *runningHub { return startHubAt(t, cfg, "") }
 
@@ -95,32 +76,15 @@ func startHubFront(t testing.TB, cfg hub.Config, addr string, fcfg mcpfront.Conf
 		cfg.DrainGrace = 200 * time.Millisecond
 	}
 	cfg.Logger = logger(t)
-	h, err := hub.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningHub{h: h, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- h.Run(ctx) }()
-	select {
-	case <-h.Ready():
-	case err := <-r.done:
-		t.Fatalf("hub did not start: %v", err)
-	}
 	if fcfg.TokenRate == 0 {
 		fcfg.TokenRate, fcfg.TokenBurst = 1_000_000, 100_000
 	}
 	if fcfg.ProgressEvery == 0 {
 		fcfg.ProgressEvery = 200 * time.Millisecond
 	}
-	r.srv = testutil.Serve(t, addr, mountHub(h, fcfg))
-	r.client = hubclient.New(r.URL(), adminToken)
-	t.Cleanup(func() { r.stop(t) })
-	return r
+	th := testhub.Start(t, cfg, testhub.Options{Addr: addr, Handler: func(h *hub.Hub) http.Handler { return mountHub(h, fcfg) }})
+	return &runningHub{Hub: th, h: th.Hub, client: hubclient.New(th.URL(), adminToken)}
 }
-
-// URL is the hub's base URL.
-func (r *runningHub) URL() string { return r.srv.URL() }
 
 // device is an enrolled agent with its own directories.
 type device struct {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -169,6 +170,18 @@ func ClientConfig(caFile string) (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
+
+// HTTPClient is an HTTP client trusting caFile besides the system's roots;
+// nil (http.DefaultClient) when caFile is empty.
+func HTTPClient(caFile string) (*http.Client, error) {
+	cfg, err := ClientConfig(caFile)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return &http.Client{Transport: tr}, nil
 }
 
 // UntrustedHint is what a client says when the hub's certificate does not

@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -277,4 +279,40 @@ func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(r)
+}
+
+// Explain returns a transport failure of a call to the hub with what to do
+// about it (a certificate the machine does not trust, a plain-HTTP hub
+// called over HTTPS, a hub that does not answer); any other error, an
+// *APIError included, comes back unchanged.
+func Explain(err error) error {
+	var ae *APIError
+	if err == nil || errors.As(err, &ae) {
+		return err
+	}
+	if ex := tlsfiles.Explain(err); ex != nil {
+		return fmt.Errorf("cannot connect to the hub: %w", ex)
+	}
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return fmt.Errorf("%w (the hub serves plain HTTP: use an http:// --hub, or start it with --tls-cert and --tls-key)", err)
+	}
+	var ne net.Error
+	var oe *net.OpError
+	if errors.As(err, &oe) || errors.As(err, &ne) {
+		return fmt.Errorf("cannot reach the hub: %w (is `roomrelay hub` running, and is --hub right?)", err)
+	}
+	return err
+}
+
+// Unreachable reports whether err is a transport failure (the hub was not
+// reached or its certificate refused), not an answer from the hub.
+func Unreachable(err error) bool {
+	var ae *APIError
+	if err == nil || errors.As(err, &ae) {
+		return false
+	}
+	var ne net.Error
+	var oe *net.OpError
+	return tlsfiles.Explain(err) != nil || errors.As(err, &oe) || errors.As(err, &ne) ||
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }

@@ -21,99 +21,105 @@ func init() {
 		Summary:  "show the audit log of every command that reached this device",
 		Help: `--since takes an RFC 3339 time or a duration back from now (e.g. 1h).
 'roomrelay audit verify' checks the hash chain.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			project := fs.String("project", "", "only this project `id`")
-			since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 24h)")
-			limit := fs.Int("limit", 0, "at most `N` most recent entries (0: all)")
-			asJSON := fs.Bool("json", false, "print JSON lines")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("unexpected argument %q (did you mean `audit verify`?)", args[0])
-				}
-				f := audit.Filter{Project: *project, Limit: *limit}
-				if *since != "" {
-					if d, err := time.ParseDuration(*since); err == nil {
-						f.Since = time.Now().Add(-d)
-					} else if t, err := time.Parse(time.RFC3339, *since); err == nil {
-						f.Since = t
-					} else {
-						return usagef("--since %q: want RFC 3339 or a duration", *since)
-					}
-				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				entries, err := audit.Query(filepath.Join(p.State, daemon.AuditDir), f)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					enc := json.NewEncoder(e.Stdout)
-					for _, en := range entries {
-						if err := enc.Encode(en); err != nil {
-							return err
-						}
-					}
-					return nil
-				}
-				printAudit(e, entries)
-				return nil
-			}
-		},
+		Setup: setupAudit,
 	})
 	Register(&Command{
 		Name:     "audit verify",
 		Synopsis: "[--json]",
 		Summary:  "verify the audit log's hash chain; names any edited, removed or reordered line",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				rep, err := audit.Verify(filepath.Join(p.State, daemon.AuditDir))
-				if err != nil {
-					return err
-				}
-				// No log at all, while the agent's dedupe store shows it ran
-				// commands: the log was removed, which is not "OK".
-				ran := 0
-				if rep.Lines == 0 {
-					if ran, err = agent.RecordedCommands(ctx, p.State); err != nil {
-						return err
-					}
-				}
-				if *asJSON {
-					if rep.Files == nil {
-						rep.Files = []string{}
-					}
-					if rep.Problems == nil {
-						rep.Problems = []audit.Problem{}
-					}
-					out := struct {
-						audit.Report
-						OK          bool   `json:"ok"`
-						RotatedAway uint64 `json:"rotated_away"`
-						NoLog       bool   `json:"no_log,omitempty"`
-						CommandsRan int    `json:"commands_ran,omitempty"`
-					}{rep, rep.OK() && ran == 0, rep.RotatedAway(), rep.Lines == 0 && ran > 0, ran}
-					if err := json.NewEncoder(e.Stdout).Encode(out); err != nil {
-						return err
-					}
-				} else {
-					printVerify(e, rep, ran)
-				}
-				if !rep.OK() || ran > 0 {
-					return silent(ExitFailure)
-				}
-				return nil
-			}
-		},
+		Setup:    setupAuditVerify,
 	})
+}
+
+// setupAudit parses the flags of `roomrelay audit` and returns its runner.
+func setupAudit(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	project := fs.String("project", "", "only this project `id`")
+	since := fs.String("since", "", "only entries at or after `T` (RFC 3339, or a duration like 24h)")
+	limit := fs.Int("limit", 0, "at most `N` most recent entries (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q (did you mean `audit verify`?)", args[0])
+		}
+		f := audit.Filter{Project: *project, Limit: *limit}
+		if *since != "" {
+			if d, err := time.ParseDuration(*since); err == nil {
+				f.Since = time.Now().Add(-d)
+			} else if t, err := time.Parse(time.RFC3339, *since); err == nil {
+				f.Since = t
+			} else {
+				return usagef("--since %q: want RFC 3339 or a duration", *since)
+			}
+		}
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		entries, err := audit.Query(filepath.Join(p.State, daemon.AuditDir), f)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(e.Stdout)
+			for _, en := range entries {
+				if err := enc.Encode(en); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		printAudit(e, entries)
+		return nil
+	}
+}
+
+// setupAuditVerify parses the flags of `roomrelay audit verify` and returns its runner.
+func setupAuditVerify(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		rep, err := audit.Verify(filepath.Join(p.State, daemon.AuditDir))
+		if err != nil {
+			return err
+		}
+		// No log at all, while the agent's dedupe store shows it ran
+		// commands: the log was removed, which is not "OK".
+		ran := 0
+		if rep.Lines == 0 {
+			if ran, err = agent.RecordedCommands(ctx, p.State); err != nil {
+				return err
+			}
+		}
+		if *asJSON {
+			if rep.Files == nil {
+				rep.Files = []string{}
+			}
+			if rep.Problems == nil {
+				rep.Problems = []audit.Problem{}
+			}
+			out := struct {
+				audit.Report
+				OK          bool   `json:"ok"`
+				RotatedAway uint64 `json:"rotated_away"`
+				NoLog       bool   `json:"no_log,omitempty"`
+				CommandsRan int    `json:"commands_ran,omitempty"`
+			}{rep, rep.OK() && ran == 0, rep.RotatedAway(), rep.Lines == 0 && ran > 0, ran}
+			if err := json.NewEncoder(e.Stdout).Encode(out); err != nil {
+				return err
+			}
+		} else {
+			printVerify(e, rep, ran)
+		}
+		if !rep.OK() || ran > 0 {
+			return silent(ExitFailure)
+		}
+		return nil
+	}
 }
 
 func printAudit(e *Env, entries []audit.Entry) {

@@ -21,39 +21,45 @@ func init() {
 zsh:   roomrelay completion zsh > "${fpath[1]}/_roomrelay"
 fish:  roomrelay completion fish > ~/.config/fish/completions/roomrelay.fish
 The .deb and .rpm install all three.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want one shell: bash, zsh or fish")
-				}
-				switch args[0] {
-				case "bash":
-					return writeBash(e.Stdout)
-				case "zsh":
-					fmt.Fprintln(e.Stdout, "#compdef roomrelay")
-					fmt.Fprintln(e.Stdout, "autoload -U +X bashcompinit && bashcompinit")
-					return writeBash(e.Stdout)
-				case "fish":
-					return writeFish(e.Stdout)
-				}
-				return usagef("unknown shell %q: want bash, zsh or fish", args[0])
-			}
-		},
+		Setup: setupCompletion,
 	})
 	Register(&Command{
 		Name:     "man",
 		Synopsis: "",
 		Summary:  "print the roomrelay(1) manual page (roff), generated from the command table",
 		Help:     `man -l <(roomrelay man) shows it; the .deb and .rpm install it as roomrelay(1).`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("man takes no arguments")
-				}
-				return writeMan(e.Stdout)
-			}
-		},
+		Setup:    setupMan,
 	})
+}
+
+// setupCompletion parses the flags of `roomrelay completion` and returns its runner.
+func setupCompletion(fs *flag.FlagSet, e *Env) Runner {
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want one shell: bash, zsh or fish")
+		}
+		switch args[0] {
+		case "bash":
+			return writeBash(e.Stdout)
+		case "zsh":
+			fmt.Fprintln(e.Stdout, "#compdef roomrelay")
+			fmt.Fprintln(e.Stdout, "autoload -U +X bashcompinit && bashcompinit")
+			return writeBash(e.Stdout)
+		case "fish":
+			return writeFish(e.Stdout)
+		}
+		return usagef("unknown shell %q: want bash, zsh or fish", args[0])
+	}
+}
+
+// setupMan parses the flags of `roomrelay man` and returns its runner.
+func setupMan(fs *flag.FlagSet, e *Env) Runner {
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("man takes no arguments")
+		}
+		return writeMan(e.Stdout)
+	}
 }
 
 // cmdInfo is a command with the flags its Setup defines.

@@ -50,44 +50,47 @@ runtime, and the audit log's hash chain.
 
 Exit codes: 0 every check ok (warnings allowed); 1 a check failed; 3 not
 enrolled.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			svc := addSvcFlags(fs, e) // --home and --system, as `service status` reads them
-			asJSON := fs.Bool("json", false, "print JSON")
-			timeout := fs.Duration("timeout", 10*time.Second, "bound on each network check")
-			rf := addRuntimeFlags(fs, e)
-			caFile := caFileFlag(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("doctor takes no arguments")
-				}
-				p, err := svc.paths()
-				if err != nil {
-					return err
-				}
-				d := &doctor{e: e, p: p, svc: svc, timeout: *timeout, rf: rf, caFile: *caFile}
-				checks := d.run(ctx)
-				failed, notEnrolled := false, false
-				for _, c := range checks {
-					failed = failed || c.Status == "fail"
-					notEnrolled = notEnrolled || (c.Name == "config" && c.Status == "fail" && strings.Contains(c.Detail, "not enrolled"))
-				}
-				if *asJSON {
-					if err := json.NewEncoder(e.Stdout).Encode(map[string]any{"ok": !failed, "checks": checks}); err != nil {
-						return err
-					}
-				} else {
-					printChecks(e.Stdout, checks)
-				}
-				switch {
-				case notEnrolled:
-					return silent(ExitNotEnrolled)
-				case failed:
-					return silent(ExitFailure)
-				}
-				return nil
-			}
-		},
+		Setup: setupDoctor,
 	})
+}
+
+// setupDoctor parses the flags of `roomrelay doctor` and returns its runner.
+func setupDoctor(fs *flag.FlagSet, e *Env) Runner {
+	svc := addSvcFlags(fs, e) // --home and --system, as `service status` reads them
+	asJSON := fs.Bool("json", false, "print JSON")
+	timeout := fs.Duration("timeout", 10*time.Second, "bound on each network check")
+	rf := addRuntimeFlags(fs, e)
+	caFile := caFileFlag(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("doctor takes no arguments")
+		}
+		p, err := svc.paths()
+		if err != nil {
+			return err
+		}
+		d := &doctor{e: e, p: p, svc: svc, timeout: *timeout, rf: rf, caFile: *caFile}
+		checks := d.run(ctx)
+		failed, notEnrolled := false, false
+		for _, c := range checks {
+			failed = failed || c.Status == "fail"
+			notEnrolled = notEnrolled || (c.Name == "config" && c.Status == "fail" && strings.Contains(c.Detail, "not enrolled"))
+		}
+		if *asJSON {
+			if err := json.NewEncoder(e.Stdout).Encode(map[string]any{"ok": !failed, "checks": checks}); err != nil {
+				return err
+			}
+		} else {
+			printChecks(e.Stdout, checks)
+		}
+		switch {
+		case notEnrolled:
+			return silent(ExitNotEnrolled)
+		case failed:
+			return silent(ExitFailure)
+		}
+		return nil
+	}
 }
 
 type doctor struct {

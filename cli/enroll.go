@@ -29,43 +29,46 @@ identity and its token are replaced.
 
 Enrollment alone serves nothing: the device owner still enables each project
 with 'roomrelay enable PROJECT'.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			hubURL := fs.String("hub", e.Getenv("ROOMRELAY_HUB"), "hub `url`, e.g. https://hub.example.com (env ROOMRELAY_HUB)")
-			code := fs.String("code", "", "one-time pairing `code`")
-			name := fs.String("name", "", "device `name` shown on the hub (default hostname)")
-			store := fs.String("credential-store", string(credstore.KindKeyring), "where the token is kept: keyring, or file (0600, explicit choice)")
-			asJSON := fs.Bool("json", false, "print JSON")
-			caFile := caFileFlag(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if *hubURL == "" || *code == "" || len(args) > 0 {
-					return usagef("--hub and --code are required")
-				}
-				if _, err := agent.ConnectURL(*hubURL); err != nil {
-					return usagef("--hub: %v", err)
-				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				enr, err := device.Enroll(ctx, p, device.EnrollOptions{Hub: *hubURL, Code: *code, Name: *name, OS: runtime.GOOS,
-					Store: credstore.Kind(*store), CAFile: *caFile, Logger: e.Logger,
-					Notice: func(s string) { fmt.Fprintln(e.Stderr, s) }})
-				if err != nil {
-					if device.KindOf(err) != device.KindFailed {
-						return err
-					}
-					return hubCallErr(err)
-				}
-				cfg := enr.Config
-				if *asJSON {
-					return json.NewEncoder(e.Stdout).Encode(map[string]any{"device_id": cfg.DeviceID, "project": enr.Project,
-						"projects": cfg.Projects, "hub": cfg.Hub, "credential_store": enr.Where})
-				}
-				fmt.Fprintf(e.Stdout, "enrolled device %s for project %s at %s\ntoken stored in the %s\nnext: roomrelay enable %s   (serve it), then roomrelay run (or install the service)\n",
-					cfg.DeviceID, enr.Project, cfg.Hub, enr.Where, enr.Project)
-				return nil
-			}
-		},
+		Setup: setupEnroll,
 	})
+}
+
+// setupEnroll parses the flags of `roomrelay enroll` and returns its runner.
+func setupEnroll(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	hubURL := fs.String("hub", e.Getenv("ROOMRELAY_HUB"), "hub `url`, e.g. https://hub.example.com (env ROOMRELAY_HUB)")
+	code := fs.String("code", "", "one-time pairing `code`")
+	name := fs.String("name", "", "device `name` shown on the hub (default hostname)")
+	store := fs.String("credential-store", string(credstore.KindKeyring), "where the token is kept: keyring, or file (0600, explicit choice)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	caFile := caFileFlag(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if *hubURL == "" || *code == "" || len(args) > 0 {
+			return usagef("--hub and --code are required")
+		}
+		if _, err := agent.ConnectURL(*hubURL); err != nil {
+			return usagef("--hub: %v", err)
+		}
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		enr, err := device.Enroll(ctx, p, device.EnrollOptions{Hub: *hubURL, Code: *code, Name: *name, OS: runtime.GOOS,
+			Store: credstore.Kind(*store), CAFile: *caFile, Logger: e.Logger,
+			Notice: func(s string) { fmt.Fprintln(e.Stderr, s) }})
+		if err != nil {
+			if device.KindOf(err) != device.KindFailed {
+				return err
+			}
+			return hubCallErr(err)
+		}
+		cfg := enr.Config
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(map[string]any{"device_id": cfg.DeviceID, "project": enr.Project,
+				"projects": cfg.Projects, "hub": cfg.Hub, "credential_store": enr.Where})
+		}
+		fmt.Fprintf(e.Stdout, "enrolled device %s for project %s at %s\ntoken stored in the %s\nnext: roomrelay enable %s   (serve it), then roomrelay run (or install the service)\n",
+			cfg.DeviceID, enr.Project, cfg.Hub, enr.Where, enr.Project)
+		return nil
+	}
 }

@@ -27,93 +27,21 @@ func init() {
 		Name:     "hub pair",
 		Synopsis: "--project P [--ttl 10m] [--json]",
 		Summary:  "print a one-time pairing code that enrolls a device for a project",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			project := fs.String("project", "", "project `id` the device is enrolled for (required)")
-			ttl := fs.Duration("ttl", hubapi.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if *project == "" || len(args) > 0 {
-					return usagef("--project is required and no arguments are taken")
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				pc, err := cl.Pair(ctx, *project, *ttl)
-				if err != nil {
-					return hubCallErr(err)
-				}
-				if *asJSON {
-					return json.NewEncoder(e.Stdout).Encode(pc)
-				}
-				fmt.Fprintf(e.Stdout, "%s\n", pc.Code)
-				fmt.Fprintf(e.Stderr, "pairing code for project %s, single use, expires %s (in %s).\non the device: roomrelay enroll --hub %s --code %s\n",
-					pc.Project, pc.ExpiresAt.Local().Format(time.Kitchen), time.Until(pc.ExpiresAt).Round(time.Second), cl.BaseURL, pc.Code)
-				return nil
-			}
-		},
+		Setup:    setupHubPair,
 	})
 
 	Register(&Command{
 		Name:     "hub revoke",
 		Synopsis: "DEVICE",
 		Summary:  "revoke a device: its token stops working and its socket is closed",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want exactly one device id")
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				d, err := cl.Revoke(ctx, args[0])
-				if err != nil {
-					return hubCallErr(err)
-				}
-				fmt.Fprintf(e.Stdout, "revoked %s (%s); it must be enrolled again to connect\n", d.ID, d.Name)
-				return nil
-			}
-		},
+		Setup:    setupHubRevoke,
 	})
 
 	Register(&Command{
 		Name:     "hub devices",
 		Synopsis: "[DEVICE] [--json]",
 		Summary:  "list enrolled devices with their presence, or show one",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 1 {
-					return usagef("at most one device id")
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				var devs []hubapi.Device
-				if len(args) == 1 {
-					d, err := cl.Device(ctx, args[0])
-					if err != nil {
-						return hubCallErr(err)
-					}
-					devs = []hubapi.Device{*d}
-				} else if devs, err = cl.Devices(ctx); err != nil {
-					return hubCallErr(err)
-				}
-				if *asJSON {
-					if len(args) == 1 {
-						return json.NewEncoder(e.Stdout).Encode(devs[0])
-					}
-					return json.NewEncoder(e.Stdout).Encode(hubapi.DeviceList{Devices: devs})
-				}
-				printDevices(e, devs)
-				return nil
-			}
-		},
+		Setup:    setupHubDevices,
 	})
 
 	Register(&Command{
@@ -129,50 +57,134 @@ Schema: 'roomrelay hub call --schema COMMAND' prints it. A snippet proposal's
 arguments are easiest built with 'roomrelay snippet args DIR'.
 
 Commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			project := fs.String("project", "", "project `id` (required)")
-			argsJSON := fs.String("args", "{}", "command arguments: a JSON `object`, @FILE, or - for stdin")
-			timeout := fs.Duration("timeout", hubapi.DefaultCommandTimeout, "how long the device may take")
-			id := fs.String("id", "", "command `id` (default: the hub makes one); resending an id returns the stored result")
-			schema := fs.String("schema", "", "print the JSON Schema of `COMMAND`'s arguments and exit")
-			return func(ctx context.Context, args []string) error {
-				if *schema != "" {
-					b, ok := relay.SchemaJSON(*schema)
-					if !ok {
-						return usagef("no command %q (commands: %s)", *schema, strings.Join(relay.CommandNames(), ", "))
-					}
-					_, err := e.Stdout.Write(b)
-					return err
-				}
-				if len(args) != 2 || *project == "" {
-					return usagef("want DEVICE COMMAND and --project")
-				}
-				raw, err := readArgs(e, *argsJSON)
-				if err != nil {
-					return err
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				res, _, err := cl.Command(ctx, args[0], hubapi.CommandRequest{ID: *id, ProjectID: *project, Name: args[1],
-					Args: raw, TimeoutMS: timeout.Milliseconds()})
-				if err != nil {
-					return hubCallErr(err)
-				}
-				enc := json.NewEncoder(e.Stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(res); err != nil {
-					return err
-				}
-				if !res.OK {
-					return silent(ExitFailure)
-				}
-				return nil
-			}
-		},
+		Setup: setupHubCall,
 	})
+}
+
+// setupHubPair parses the flags of `roomrelay hub pair` and returns its runner.
+func setupHubPair(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	project := fs.String("project", "", "project `id` the device is enrolled for (required)")
+	ttl := fs.Duration("ttl", hubapi.DefaultPairingTTL, "how long the code stays valid (at most 1h)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if *project == "" || len(args) > 0 {
+			return usagef("--project is required and no arguments are taken")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		pc, err := cl.Pair(ctx, *project, *ttl)
+		if err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(pc)
+		}
+		fmt.Fprintf(e.Stdout, "%s\n", pc.Code)
+		fmt.Fprintf(e.Stderr, "pairing code for project %s, single use, expires %s (in %s).\non the device: roomrelay enroll --hub %s --code %s\n",
+			pc.Project, pc.ExpiresAt.Local().Format(time.Kitchen), time.Until(pc.ExpiresAt).Round(time.Second), cl.BaseURL, pc.Code)
+		return nil
+	}
+}
+
+// setupHubRevoke parses the flags of `roomrelay hub revoke` and returns its runner.
+func setupHubRevoke(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want exactly one device id")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		d, err := cl.Revoke(ctx, args[0])
+		if err != nil {
+			return hubCallErr(err)
+		}
+		fmt.Fprintf(e.Stdout, "revoked %s (%s); it must be enrolled again to connect\n", d.ID, d.Name)
+		return nil
+	}
+}
+
+// setupHubDevices parses the flags of `roomrelay hub devices` and returns its runner.
+func setupHubDevices(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 1 {
+			return usagef("at most one device id")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		var devs []hubapi.Device
+		if len(args) == 1 {
+			d, err := cl.Device(ctx, args[0])
+			if err != nil {
+				return hubCallErr(err)
+			}
+			devs = []hubapi.Device{*d}
+		} else if devs, err = cl.Devices(ctx); err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			if len(args) == 1 {
+				return json.NewEncoder(e.Stdout).Encode(devs[0])
+			}
+			return json.NewEncoder(e.Stdout).Encode(hubapi.DeviceList{Devices: devs})
+		}
+		printDevices(e, devs)
+		return nil
+	}
+}
+
+// setupHubCall parses the flags of `roomrelay hub call` and returns its runner.
+func setupHubCall(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	project := fs.String("project", "", "project `id` (required)")
+	argsJSON := fs.String("args", "{}", "command arguments: a JSON `object`, @FILE, or - for stdin")
+	timeout := fs.Duration("timeout", hubapi.DefaultCommandTimeout, "how long the device may take")
+	id := fs.String("id", "", "command `id` (default: the hub makes one); resending an id returns the stored result")
+	schema := fs.String("schema", "", "print the JSON Schema of `COMMAND`'s arguments and exit")
+	return func(ctx context.Context, args []string) error {
+		if *schema != "" {
+			b, ok := relay.SchemaJSON(*schema)
+			if !ok {
+				return usagef("no command %q (commands: %s)", *schema, strings.Join(relay.CommandNames(), ", "))
+			}
+			_, err := e.Stdout.Write(b)
+			return err
+		}
+		if len(args) != 2 || *project == "" {
+			return usagef("want DEVICE COMMAND and --project")
+		}
+		raw, err := readArgs(e, *argsJSON)
+		if err != nil {
+			return err
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		res, _, err := cl.Command(ctx, args[0], hubapi.CommandRequest{ID: *id, ProjectID: *project, Name: args[1],
+			Args: raw, TimeoutMS: timeout.Milliseconds()})
+		if err != nil {
+			return hubCallErr(err)
+		}
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+		if !res.OK {
+			return silent(ExitFailure)
+		}
+		return nil
+	}
 }
 
 // maxArgsBytes bounds --args read from a file or stdin (the hub refuses

@@ -24,99 +24,108 @@ read_room_app_status and wait_for_review; a write token also the proposals
 and smoke_run_room_app. Tokens of project P see only P's rooms. The hub
 stores only a hash: copy the token now. Use it as
   claude mcp add --transport http roomrelay HUB/mcp --header "Authorization: Bearer TOKEN"`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			project := fs.String("project", "", "project `id` the token reaches (required)")
-			scope := fs.String("scope", "", "read or write (required; write implies read)")
-			name := fs.String("name", "", "a `name` to recognise the token by in `hub token list`")
-			asJSON := fs.Bool("json", false, "print JSON (the token is in the field token)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 || *project == "" || (*scope != hubapi.ScopeRead && *scope != hubapi.ScopeWrite) {
-					return usagef("want --project P and --scope read|write, and no arguments")
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				t, err := cl.CreateClientToken(ctx, *project, *scope, *name)
-				if err != nil {
-					return hubCallErr(err)
-				}
-				if *asJSON {
-					return json.NewEncoder(e.Stdout).Encode(t)
-				}
-				fmt.Fprintln(e.Stdout, t.Token)
-				fmt.Fprintf(e.Stderr, "client token %s (%s) for project %s, scope %s; shown only now.\nuse it: claude mcp add --transport http roomrelay %s/mcp --header \"Authorization: Bearer %s\"\n",
-					cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, cl.BaseURL, t.Token)
-				return nil
-			}
-		},
+		Setup: setupHubTokenCreate,
 	})
 
 	Register(&Command{
 		Name:     "hub token list",
 		Synopsis: "[--json]",
 		Summary:  "list client tokens: id, name, project, scope, created, last used (never the token)",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("no arguments are taken")
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				ts, err := cl.ClientTokens(ctx)
-				if err != nil {
-					return hubCallErr(err)
-				}
-				if *asJSON {
-					return json.NewEncoder(e.Stdout).Encode(hubapi.ClientTokenList{Tokens: ts})
-				}
-				if len(ts) == 0 {
-					fmt.Fprintln(e.Stderr, "no client tokens; create one with `roomrelay hub token create --project P --scope read`")
-					return nil
-				}
-				tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tPROJECT\tSCOPE\tCREATED\tLAST USED")
-				for _, t := range ts {
-					used := "never"
-					if !t.LastUsed.IsZero() {
-						used = t.LastUsed.Local().Format(time.DateTime)
-					}
-					if t.Revoked {
-						used += " (revoked)"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, t.CreatedAt.Local().Format(time.DateTime), used)
-				}
-				return tw.Flush()
-			}
-		},
+		Setup:    setupHubTokenList,
 	})
 
 	Register(&Command{
 		Name:     "hub token revoke",
 		Synopsis: "ID",
 		Summary:  "revoke a client token: it stops working on every hub node at once",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			c := adminClientFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want exactly one token id (see `roomrelay hub token list`)")
-				}
-				cl, err := c()
-				if err != nil {
-					return err
-				}
-				t, err := cl.RevokeClientToken(ctx, args[0])
-				if err != nil {
-					return hubCallErr(err)
-				}
-				fmt.Fprintf(e.Stdout, "revoked client token %s (%s, project %s)\n", t.ID, t.Name, t.Project)
-				return nil
-			}
-		},
+		Setup:    setupHubTokenRevoke,
 	})
+}
+
+// setupHubTokenCreate parses the flags of `roomrelay hub token create` and returns its runner.
+func setupHubTokenCreate(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	project := fs.String("project", "", "project `id` the token reaches (required)")
+	scope := fs.String("scope", "", "read or write (required; write implies read)")
+	name := fs.String("name", "", "a `name` to recognise the token by in `hub token list`")
+	asJSON := fs.Bool("json", false, "print JSON (the token is in the field token)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 || *project == "" || (*scope != hubapi.ScopeRead && *scope != hubapi.ScopeWrite) {
+			return usagef("want --project P and --scope read|write, and no arguments")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		t, err := cl.CreateClientToken(ctx, *project, *scope, *name)
+		if err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(t)
+		}
+		fmt.Fprintln(e.Stdout, t.Token)
+		fmt.Fprintf(e.Stderr, "client token %s (%s) for project %s, scope %s; shown only now.\nuse it: claude mcp add --transport http roomrelay %s/mcp --header \"Authorization: Bearer %s\"\n",
+			cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, cl.BaseURL, t.Token)
+		return nil
+	}
+}
+
+// setupHubTokenList parses the flags of `roomrelay hub token list` and returns its runner.
+func setupHubTokenList(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("no arguments are taken")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		ts, err := cl.ClientTokens(ctx)
+		if err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(hubapi.ClientTokenList{Tokens: ts})
+		}
+		if len(ts) == 0 {
+			fmt.Fprintln(e.Stderr, "no client tokens; create one with `roomrelay hub token create --project P --scope read`")
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tPROJECT\tSCOPE\tCREATED\tLAST USED")
+		for _, t := range ts {
+			used := "never"
+			if !t.LastUsed.IsZero() {
+				used = t.LastUsed.Local().Format(time.DateTime)
+			}
+			if t.Revoked {
+				used += " (revoked)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, t.CreatedAt.Local().Format(time.DateTime), used)
+		}
+		return tw.Flush()
+	}
+}
+
+// setupHubTokenRevoke parses the flags of `roomrelay hub token revoke` and returns its runner.
+func setupHubTokenRevoke(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want exactly one token id (see `roomrelay hub token list`)")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		t, err := cl.RevokeClientToken(ctx, args[0])
+		if err != nil {
+			return hubCallErr(err)
+		}
+		fmt.Fprintf(e.Stdout, "revoked client token %s (%s, project %s)\n", t.ID, t.Name, t.Project)
+		return nil
+	}
 }

@@ -28,41 +28,44 @@ system service). macOS: the LaunchAgent's log file (~/Library/Logs/roomrelay.err
 /Library/Logs for --system). Windows: agent.log in the state dir. An agent
 started with 'roomrelay run' in a terminal logs to that terminal instead.
 -f follows new lines until interrupted.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			follow := fs.Bool("f", false, "follow: keep printing new lines")
-			n := fs.Int("n", 50, "how many of the last `lines` to show first")
-			system := fs.Bool("system", false, "the system service's log instead of the per-user one")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("logs takes no arguments")
-				}
-				if *n < 0 {
-					return usagef("-n must be 0 or more")
-				}
-				switch runtime.GOOS {
-				case "linux":
-					return journal(ctx, e, *system, *n, *follow)
-				case "darwin":
-					dir := "/Library/Logs"
-					if !*system {
-						home, err := os.UserHomeDir()
-						if err != nil {
-							return err
-						}
-						dir = filepath.Join(home, "Library", "Logs")
-					}
-					return tailFile(ctx, e.Stdout, filepath.Join(dir, packaging.Name+".err.log"), *n, *follow, time.Second)
-				default:
-					p, err := paths()
-					if err != nil {
-						return err
-					}
-					return tailFile(ctx, e.Stdout, filepath.Join(p.State, "agent.log"), *n, *follow, time.Second)
-				}
-			}
-		},
+		Setup: setupLogs,
 	})
+}
+
+// setupLogs parses the flags of `roomrelay logs` and returns its runner.
+func setupLogs(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	follow := fs.Bool("f", false, "follow: keep printing new lines")
+	n := fs.Int("n", 50, "how many of the last `lines` to show first")
+	system := fs.Bool("system", false, "the system service's log instead of the per-user one")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("logs takes no arguments")
+		}
+		if *n < 0 {
+			return usagef("-n must be 0 or more")
+		}
+		switch runtime.GOOS {
+		case "linux":
+			return journal(ctx, e, *system, *n, *follow)
+		case "darwin":
+			dir := "/Library/Logs"
+			if !*system {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return err
+				}
+				dir = filepath.Join(home, "Library", "Logs")
+			}
+			return tailFile(ctx, e.Stdout, filepath.Join(dir, packaging.Name+".err.log"), *n, *follow, time.Second)
+		default:
+			p, err := paths()
+			if err != nil {
+				return err
+			}
+			return tailFile(ctx, e.Stdout, filepath.Join(p.State, "agent.log"), *n, *follow, time.Second)
+		}
+	}
 }
 
 // journal runs journalctl for the agent's unit, its output straight through.

@@ -55,126 +55,135 @@ list; proposals need --allow propose_room_snippet_app,... explicitly.
 with --rooms '*': every room; other rooms answer not_found). A running agent
 picks the change up within a second, without restart, and tells the hub.
 Known commands: ` + strings.Join(relay.CommandNames(), ", ") + `.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			load := policyFlags(fs, e)
-			allow := fs.String("allow", "", "comma-separated `commands` to add")
-			deny := fs.String("deny", "", "comma-separated `commands` to remove")
-			only := fs.String("only", "", "comma-separated `commands`: the whole list, replacing it")
-			roomList := fs.String("rooms", "", "comma-separated room `ids` to expose, or * for all (default: unchanged; all for a new project)")
-			return func(ctx context.Context, args []string) error {
-				args, err := interleavedFlags(fs, args)
-				if err != nil {
-					return err
-				}
-				if len(args) != 1 {
-					return usagef("want one project id")
-				}
-				if *only != "" && (*allow != "" || *deny != "") {
-					return usagef("--only replaces the list: give it alone, without --allow or --deny")
-				}
-				p, pol, err := load()
-				if err != nil {
-					return err
-				}
-				project := args[0]
-				before, existed := pol.Project(project)
-				cmds, rooms, err := enableLists(before, existed, splitList(*allow), splitList(*deny), splitList(*only), *roomList)
-				if err != nil {
-					return err
-				}
-				if err := pol.Enable(project, cmds, rooms); err != nil {
-					return exitErr(ExitUsage, err)
-				}
-				if err := p.MkdirAll(); err != nil {
-					return err
-				}
-				if err := pol.Save(policyPath(p)); err != nil {
-					return err
-				}
-				info, _ := pol.Project(project)
-				roomsText := "all rooms"
-				if len(info.Rooms) > 0 {
-					roomsText = "rooms " + strings.Join(info.Rooms, ", ")
-				}
-				fmt.Fprintf(e.Stdout, "enabled %s: %s; %s; rate %s\n", project, strings.Join(info.Commands, ", "), roomsText, info.Rate)
-				if existed {
-					added, removed := diffLists(before.Commands, info.Commands)
-					var ch []string
-					if len(added) > 0 {
-						ch = append(ch, "added "+strings.Join(added, ", "))
-					}
-					if len(removed) > 0 {
-						ch = append(ch, "removed "+strings.Join(removed, ", "))
-					}
-					if !before.Enabled {
-						ch = append([]string{"was disabled"}, ch...)
-					}
-					if len(ch) == 0 {
-						ch = []string{"commands unchanged"}
-					}
-					fmt.Fprintf(e.Stdout, "changed: %s\n", strings.Join(ch, "; "))
-				}
-				if cfg, err := device.LoadConfig(p); err == nil && !containsStr(cfg.Projects, project) {
-					fmt.Fprintf(e.Stderr, "note: the hub has not enrolled this device for %s yet; it is served once both hold (`roomrelay enroll` with a code for %s)\n", project, project)
-				}
-				return nil
-			}
-		},
+		Setup: setupEnable,
 	})
 	Register(&Command{
 		Name:     "disable",
 		Synopsis: "PROJECT",
 		Summary:  "stop serving a project on this device",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			load := policyFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want one project id")
-				}
-				p, pol, err := load()
-				if err != nil {
-					return err
-				}
-				if err := pol.Disable(args[0]); err != nil {
-					return exitErr(ExitFailure, err)
-				}
-				if err := pol.Save(policyPath(p)); err != nil {
-					return err
-				}
-				fmt.Fprintf(e.Stdout, "disabled %s: every command for it now answers project_not_enabled\n", args[0])
-				return nil
-			}
-		},
+		Setup:    setupDisable,
 	})
 	Register(&Command{
 		Name:     "policy show",
 		Synopsis: "[--json]",
 		Summary:  "show what this device serves: projects, commands, rooms, rate limits",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			load := policyFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				p, pol, err := load()
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					ps := pol.Projects()
-					if ps == nil {
-						ps = []allowlist.ProjectInfo{}
-					}
-					return json.NewEncoder(e.Stdout).Encode(map[string]any{"file": policyPath(p), "in_flight": pol.InFlight(), "notifications": pol.Notifications(), "projects": ps})
-				}
-				fmt.Fprintf(e.Stdout, "# %s\n", policyPath(p))
-				if len(pol.Projects()) == 0 {
-					fmt.Fprintln(e.Stdout, "# no project enabled: every command is denied (roomrelay enable PROJECT)")
-					return nil
-				}
-				_, err = e.Stdout.Write(pol.Marshal())
-				return err
-			}
-		},
+		Setup:    setupPolicyShow,
 	})
+}
+
+// setupEnable parses the flags of `roomrelay enable` and returns its runner.
+func setupEnable(fs *flag.FlagSet, e *Env) Runner {
+	load := policyFlags(fs, e)
+	allow := fs.String("allow", "", "comma-separated `commands` to add")
+	deny := fs.String("deny", "", "comma-separated `commands` to remove")
+	only := fs.String("only", "", "comma-separated `commands`: the whole list, replacing it")
+	roomList := fs.String("rooms", "", "comma-separated room `ids` to expose, or * for all (default: unchanged; all for a new project)")
+	return func(ctx context.Context, args []string) error {
+		args, err := interleavedFlags(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(args) != 1 {
+			return usagef("want one project id")
+		}
+		if *only != "" && (*allow != "" || *deny != "") {
+			return usagef("--only replaces the list: give it alone, without --allow or --deny")
+		}
+		p, pol, err := load()
+		if err != nil {
+			return err
+		}
+		project := args[0]
+		before, existed := pol.Project(project)
+		cmds, rooms, err := enableLists(before, existed, splitList(*allow), splitList(*deny), splitList(*only), *roomList)
+		if err != nil {
+			return err
+		}
+		if err := pol.Enable(project, cmds, rooms); err != nil {
+			return exitErr(ExitUsage, err)
+		}
+		if err := p.MkdirAll(); err != nil {
+			return err
+		}
+		if err := pol.Save(policyPath(p)); err != nil {
+			return err
+		}
+		info, _ := pol.Project(project)
+		roomsText := "all rooms"
+		if len(info.Rooms) > 0 {
+			roomsText = "rooms " + strings.Join(info.Rooms, ", ")
+		}
+		fmt.Fprintf(e.Stdout, "enabled %s: %s; %s; rate %s\n", project, strings.Join(info.Commands, ", "), roomsText, info.Rate)
+		if existed {
+			added, removed := diffLists(before.Commands, info.Commands)
+			var ch []string
+			if len(added) > 0 {
+				ch = append(ch, "added "+strings.Join(added, ", "))
+			}
+			if len(removed) > 0 {
+				ch = append(ch, "removed "+strings.Join(removed, ", "))
+			}
+			if !before.Enabled {
+				ch = append([]string{"was disabled"}, ch...)
+			}
+			if len(ch) == 0 {
+				ch = []string{"commands unchanged"}
+			}
+			fmt.Fprintf(e.Stdout, "changed: %s\n", strings.Join(ch, "; "))
+		}
+		if cfg, err := device.LoadConfig(p); err == nil && !containsStr(cfg.Projects, project) {
+			fmt.Fprintf(e.Stderr, "note: the hub has not enrolled this device for %s yet; it is served once both hold (`roomrelay enroll` with a code for %s)\n", project, project)
+		}
+		return nil
+	}
+}
+
+// setupDisable parses the flags of `roomrelay disable` and returns its runner.
+func setupDisable(fs *flag.FlagSet, e *Env) Runner {
+	load := policyFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want one project id")
+		}
+		p, pol, err := load()
+		if err != nil {
+			return err
+		}
+		if err := pol.Disable(args[0]); err != nil {
+			return exitErr(ExitFailure, err)
+		}
+		if err := pol.Save(policyPath(p)); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.Stdout, "disabled %s: every command for it now answers project_not_enabled\n", args[0])
+		return nil
+	}
+}
+
+// setupPolicyShow parses the flags of `roomrelay policy show` and returns its runner.
+func setupPolicyShow(fs *flag.FlagSet, e *Env) Runner {
+	load := policyFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		p, pol, err := load()
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			ps := pol.Projects()
+			if ps == nil {
+				ps = []allowlist.ProjectInfo{}
+			}
+			return json.NewEncoder(e.Stdout).Encode(map[string]any{"file": policyPath(p), "in_flight": pol.InFlight(), "notifications": pol.Notifications(), "projects": ps})
+		}
+		fmt.Fprintf(e.Stdout, "# %s\n", policyPath(p))
+		if len(pol.Projects()) == 0 {
+			fmt.Fprintln(e.Stdout, "# no project enabled: every command is denied (roomrelay enable PROJECT)")
+			return nil
+		}
+		_, err = e.Stdout.Write(pol.Marshal())
+		return err
+	}
 }
 
 // enableLists works out a project's commands and rooms from enable's

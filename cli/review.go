@@ -69,79 +69,19 @@ func init() {
 		Synopsis: "[--web [--open]] | list | show ID | approve ID | decline ID",
 		Summary:  "review proposals on this device: list, show, approve, decline, or a local web page",
 		Help:     reviewHelp,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			open := reviewStoreFlags(fs, e)
-			web := fs.Bool("web", false, "serve the review page on 127.0.0.1 (random port) until interrupted")
-			openPage := fs.Bool("open", false, "with --web: open the page in the default browser")
-			rf := reviewRuntimeFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("unknown subcommand %q (want list, show, approve, decline or --web)", args[0])
-				}
-				s, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				if !*web {
-					return reviewList(ctx, e, s, false, false)
-				}
-				return reviewWeb(ctx, e, s, *openPage, rf)
-			}
-		},
+		Setup:    setupReview,
 	})
 	Register(&Command{
 		Name:     "review list",
 		Synopsis: "[--all] [--json]",
 		Summary:  "list proposals waiting for review (--all: decided ones too)",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			open := reviewStoreFlags(fs, e)
-			all := fs.Bool("all", false, "include approved and declined proposals")
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("unexpected argument %q", args[0])
-				}
-				s, err := open(ctx)
-				var ns *noStoreError
-				if errors.As(err, &ns) {
-					return reviewList(ctx, e, nil, *all, *asJSON)
-				}
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				return reviewList(ctx, e, s, *all, *asJSON)
-			}
-		},
+		Setup:    setupReviewList,
 	})
 	Register(&Command{
 		Name:     "review show",
 		Synopsis: "ID [--json]",
 		Summary:  "print a proposal with every file in full, its sizes and content hash",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			open := reviewStoreFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON (files verbatim)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("give one proposal ID (see `roomrelay review list`)")
-				}
-				s, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				d, err := s.GetProposal(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					return reviewJSON(e.Stdout, d)
-				}
-				printProposal(e.Stdout, d, true)
-				return nil
-			}
-		},
+		Setup:    setupReviewShow,
 	})
 	Register(&Command{
 		Name:     "review approve",
@@ -154,41 +94,116 @@ Without --hash, on a terminal: shows every file in full (through $PAGER or
 less when long), then asks "Approve NAME for room ROOM? [y/N]"; only y or yes
 approves, and only the content shown. Without --hash and without a terminal
 (a script, a pipe) it refuses: a script approves the hash its owner read.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			open := reviewStoreFlags(fs, e)
-			hash := fs.String("hash", "", "the content `hash` that was reviewed (needed without a terminal)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("give one proposal ID (see `roomrelay review list`)")
-				}
-				return reviewApprove(ctx, e, open, args[0], *hash)
-			}
-		},
+		Setup: setupReviewApprove,
 	})
 	Register(&Command{
 		Name:     "review decline",
 		Synopsis: "ID",
 		Summary:  "decline a proposal: its files are discarded, its key stays spent",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			open := reviewStoreFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("give one proposal ID (see `roomrelay review list`)")
-				}
-				s, err := open(ctx)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				dp, err := s.DeclineProposal(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(e.Stdout, "declined %s: %q was discarded; its idempotency key stays spent.\n", dp.ID, dp.Name)
-				return nil
-			}
-		},
+		Setup:    setupReviewDecline,
 	})
+}
+
+// setupReview parses the flags of `roomrelay review` and returns its runner.
+func setupReview(fs *flag.FlagSet, e *Env) Runner {
+	open := reviewStoreFlags(fs, e)
+	web := fs.Bool("web", false, "serve the review page on 127.0.0.1 (random port) until interrupted")
+	openPage := fs.Bool("open", false, "with --web: open the page in the default browser")
+	rf := reviewRuntimeFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown subcommand %q (want list, show, approve, decline or --web)", args[0])
+		}
+		s, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if !*web {
+			return reviewList(ctx, e, s, false, false)
+		}
+		return reviewWeb(ctx, e, s, *openPage, rf)
+	}
+}
+
+// setupReviewList parses the flags of `roomrelay review list` and returns its runner.
+func setupReviewList(fs *flag.FlagSet, e *Env) Runner {
+	open := reviewStoreFlags(fs, e)
+	all := fs.Bool("all", false, "include approved and declined proposals")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q", args[0])
+		}
+		s, err := open(ctx)
+		var ns *noStoreError
+		if errors.As(err, &ns) {
+			return reviewList(ctx, e, nil, *all, *asJSON)
+		}
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return reviewList(ctx, e, s, *all, *asJSON)
+	}
+}
+
+// setupReviewShow parses the flags of `roomrelay review show` and returns its runner.
+func setupReviewShow(fs *flag.FlagSet, e *Env) Runner {
+	open := reviewStoreFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON (files verbatim)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("give one proposal ID (see `roomrelay review list`)")
+		}
+		s, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		d, err := s.GetProposal(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return reviewJSON(e.Stdout, d)
+		}
+		printProposal(e.Stdout, d, true)
+		return nil
+	}
+}
+
+// setupReviewApprove parses the flags of `roomrelay review approve` and returns its runner.
+func setupReviewApprove(fs *flag.FlagSet, e *Env) Runner {
+	open := reviewStoreFlags(fs, e)
+	hash := fs.String("hash", "", "the content `hash` that was reviewed (needed without a terminal)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("give one proposal ID (see `roomrelay review list`)")
+		}
+		return reviewApprove(ctx, e, open, args[0], *hash)
+	}
+}
+
+// setupReviewDecline parses the flags of `roomrelay review decline` and returns its runner.
+func setupReviewDecline(fs *flag.FlagSet, e *Env) Runner {
+	open := reviewStoreFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("give one proposal ID (see `roomrelay review list`)")
+		}
+		s, err := open(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		dp, err := s.DeclineProposal(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.Stdout, "declined %s: %q was discarded; its idempotency key stays spent.\n", dp.ID, dp.Name)
+		return nil
+	}
 }
 
 func reviewJSON(w io.Writer, v any) error {

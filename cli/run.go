@@ -26,25 +26,28 @@ func init() {
 		Help: `Connects to the hub this device is enrolled with and serves the projects the
 owner enabled, with the commands the owner allowed, until SIGINT or SIGTERM.
 Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			noSandbox := fs.Bool("no-sandbox", false, "do not smoke-run approved snippets")
-			rf := addRuntimeFlags(fs, e)
-			caFile := caFileFlag(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("run takes no arguments")
-				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				return underServiceManager(ctx, e, filepath.Join(p.State, "agent.log"), func(ctx context.Context) error {
-					return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
-				})
-			}
-		},
+		Setup: setupRun,
 	})
+}
+
+// setupRun parses the flags of `roomrelay run` and returns its runner.
+func setupRun(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	noSandbox := fs.Bool("no-sandbox", false, "do not smoke-run approved snippets")
+	rf := addRuntimeFlags(fs, e)
+	caFile := caFileFlag(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("run takes no arguments")
+		}
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		return underServiceManager(ctx, e, filepath.Join(p.State, "agent.log"), func(ctx context.Context) error {
+			return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
+		})
+	}
 }
 
 // runAgent runs the device agent and its sleep watcher until ctx ends or the

@@ -58,57 +58,63 @@ applies the relay's proposal rules, reports sizes (tokens are approximate: bytes
 bundles it with esbuild and smoke-runs it with React ` + sandbox.ReactVersion + ` in a sandbox worker:
 render, effects, 3 s of virtual timers, every onClick once. Exits 1 when the snippet
 fails, 4 when the React runtime is missing and cannot be fetched.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			asJSON := fs.Bool("json", false, "print the report as JSON")
-			offline := fs.Bool("offline", false, "do not fetch the React runtime when it is missing")
-			timeout := fs.Duration("timeout", 2*time.Second, "wall-clock limit of the smoke-run")
-			memMiB := fs.Int64("memory-mib", 512, "memory cap of the sandbox worker in MiB")
-			rf := addRuntimeFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				args, err := interleavedFlags(fs, args)
-				if err != nil {
-					return err
-				}
-				if len(args) == 0 {
-					return usagef("snippet check needs a directory or files")
-				}
-				files, err := readSnippetArgs(args)
-				if err != nil {
-					return usagef("%v", err)
-				}
-				cfg, err := rf.config(e)
-				if err != nil {
-					return err
-				}
-				cfg.Timeout = *timeout
-				cfg.MemoryLimitBytes = *memMiB << 20
-				cfg.Workers = 1
-				return snippetCheck(ctx, e, cfg, files, *asJSON, *offline)
-			}
-		},
+		Setup: setupSnippetCheck,
 	})
 	Register(&Command{
 		Name:    "snippet fetch-runtime",
 		Summary: "fetch and verify the pinned React runtime the sandbox runs snippets with",
 		Help: `Downloads react, react-test-renderer and scheduler at pinned versions from the npm
 registry, verifies their sha512 integrity and keeps them in the cache directory.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			rf := addRuntimeFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("snippet fetch-runtime takes no arguments")
-				}
-				cfg, err := rf.config(e)
-				if err != nil {
-					return err
-				}
-				if err := sandbox.EnsureRuntime(ctx, cfg, func(s string) { fmt.Fprintln(e.Stdout, s) }); err != nil {
-					return exitErr(ExitUnavailable, err)
-				}
-				return nil
-			}
-		},
+		Setup: setupSnippetFetchRuntime,
 	})
+}
+
+// setupSnippetCheck parses the flags of `roomrelay snippet check` and returns its runner.
+func setupSnippetCheck(fs *flag.FlagSet, e *Env) Runner {
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	offline := fs.Bool("offline", false, "do not fetch the React runtime when it is missing")
+	timeout := fs.Duration("timeout", 2*time.Second, "wall-clock limit of the smoke-run")
+	memMiB := fs.Int64("memory-mib", 512, "memory cap of the sandbox worker in MiB")
+	rf := addRuntimeFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		args, err := interleavedFlags(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(args) == 0 {
+			return usagef("snippet check needs a directory or files")
+		}
+		files, err := readSnippetArgs(args)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		cfg, err := rf.config(e)
+		if err != nil {
+			return err
+		}
+		cfg.Timeout = *timeout
+		cfg.MemoryLimitBytes = *memMiB << 20
+		cfg.Workers = 1
+		return snippetCheck(ctx, e, cfg, files, *asJSON, *offline)
+	}
+}
+
+// setupSnippetFetchRuntime parses the flags of `roomrelay snippet fetch-runtime` and returns its runner.
+func setupSnippetFetchRuntime(fs *flag.FlagSet, e *Env) Runner {
+	rf := addRuntimeFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("snippet fetch-runtime takes no arguments")
+		}
+		cfg, err := rf.config(e)
+		if err != nil {
+			return err
+		}
+		if err := sandbox.EnsureRuntime(ctx, cfg, func(s string) { fmt.Fprintln(e.Stdout, s) }); err != nil {
+			return exitErr(ExitUnavailable, err)
+		}
+		return nil
+	}
 }
 
 // interleavedFlags parses flags that follow positional arguments too

@@ -18,33 +18,36 @@ func init() {
 		Summary:  "show the agent's connection state, last error, hub, device id and credential store",
 		Help: `Exit codes: 0 online; 1 running but not online (connecting, backing off,
 sleeping); 3 not enrolled or enrollment revoked; 4 the agent is not running.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("status takes no arguments")
-				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				r, verdict := device.Diagnose(p)
-				code := statusExit[verdict]
-				if *asJSON {
-					if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
-						return err
-					}
-				} else {
-					printStatus(e, r)
-				}
-				if code != ExitOK {
-					return silent(code)
-				}
-				return nil
-			}
-		},
+		Setup: setupStatus,
 	})
+}
+
+// setupStatus parses the flags of `roomrelay status` and returns its runner.
+func setupStatus(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("status takes no arguments")
+		}
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		r, verdict := device.Diagnose(p)
+		code := statusExit[verdict]
+		if *asJSON {
+			if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
+				return err
+			}
+		} else {
+			printStatus(e, r)
+		}
+		if code != ExitOK {
+			return silent(code)
+		}
+		return nil
+	}
 }
 
 // statusExit is the exit code `status` gives for a verdict.

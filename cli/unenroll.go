@@ -26,50 +26,53 @@ the device until its operator runs 'roomrelay hub revoke DEVICE').
 
 Exit codes: 0 unenrolled (or not enrolled: nothing to do); 4 the hub or the
 credential store is unreachable.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			paths := pathFlags(fs, e)
-			localOnly := fs.Bool("local-only", false, "do not contact the hub; only forget the identity on this device")
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("unenroll takes no arguments")
-				}
-				p, err := paths()
-				if err != nil {
-					return err
-				}
-				cfg, err := device.LoadConfig(p)
-				if device.KindOf(err) == device.KindNotEnrolled {
-					if *asJSON {
-						return json.NewEncoder(e.Stdout).Encode(map[string]any{"enrolled": false})
-					}
-					fmt.Fprintln(e.Stdout, "this device is not enrolled: nothing to do")
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				r, err := device.Unenroll(ctx, p, cfg, *localOnly)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					return json.NewEncoder(e.Stdout).Encode(r)
-				}
-				how := "the hub revoked it"
-				if !r.HubRevoked {
-					how = r.HubNote
-				}
-				fmt.Fprintf(e.Stdout, "unenrolled device %s from %s: %s\n", r.DeviceID, r.Hub, how)
-				for _, s := range r.Removed {
-					fmt.Fprintf(e.Stdout, "removed: %s\n", s)
-				}
-				for _, s := range r.Kept {
-					fmt.Fprintf(e.Stdout, "kept:    %s\n", s)
-				}
-				fmt.Fprintln(e.Stdout, "to serve a hub again: roomrelay enroll --hub URL --code CODE")
-				return nil
-			}
-		},
+		Setup: setupUnenroll,
 	})
+}
+
+// setupUnenroll parses the flags of `roomrelay unenroll` and returns its runner.
+func setupUnenroll(fs *flag.FlagSet, e *Env) Runner {
+	paths := pathFlags(fs, e)
+	localOnly := fs.Bool("local-only", false, "do not contact the hub; only forget the identity on this device")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("unenroll takes no arguments")
+		}
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		cfg, err := device.LoadConfig(p)
+		if device.KindOf(err) == device.KindNotEnrolled {
+			if *asJSON {
+				return json.NewEncoder(e.Stdout).Encode(map[string]any{"enrolled": false})
+			}
+			fmt.Fprintln(e.Stdout, "this device is not enrolled: nothing to do")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		r, err := device.Unenroll(ctx, p, cfg, *localOnly)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(r)
+		}
+		how := "the hub revoked it"
+		if !r.HubRevoked {
+			how = r.HubNote
+		}
+		fmt.Fprintf(e.Stdout, "unenrolled device %s from %s: %s\n", r.DeviceID, r.Hub, how)
+		for _, s := range r.Removed {
+			fmt.Fprintf(e.Stdout, "removed: %s\n", s)
+		}
+		for _, s := range r.Kept {
+			fmt.Fprintf(e.Stdout, "kept:    %s\n", s)
+		}
+		fmt.Fprintln(e.Stdout, "to serve a hub again: roomrelay enroll --hub URL --code CODE")
+		return nil
+	}
 }

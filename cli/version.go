@@ -39,19 +39,22 @@ func init() {
 	Register(&Command{
 		Name:    "version",
 		Summary: "print the version of this binary and the protocol it speaks",
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("version takes no arguments")
-				}
-				v := currentVersion()
-				if *asJSON {
-					return json.NewEncoder(e.Stdout).Encode(v)
-				}
-				fmt.Fprintf(e.Stdout, "roomrelay %s (protocol %s, %s build, %s, %s/%s)\n", v.Version, v.Protocol, v.Build, v.GoVersion, v.OS, v.Arch)
-				return nil
-			}
-		},
+		Setup:   setupVersion,
 	})
+}
+
+// setupVersion parses the flags of `roomrelay version` and returns its runner.
+func setupVersion(fs *flag.FlagSet, e *Env) Runner {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("version takes no arguments")
+		}
+		v := currentVersion()
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(v)
+		}
+		fmt.Fprintf(e.Stdout, "roomrelay %s (protocol %s, %s build, %s, %s/%s)\n", v.Version, v.Protocol, v.Build, v.GoVersion, v.OS, v.Arch)
+		return nil
+	}
 }

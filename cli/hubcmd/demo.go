@@ -40,33 +40,36 @@ allowlist, commands through the hub, refusals, a proposal through the review
 gate with a smoke-run in the sandbox, the audit log, and the device going
 offline. Prints what happened with the timings it measured; exits 0 when every
 step behaved as expected.`,
-		Setup: func(fs *flag.FlagSet, e *cli.Env) cli.Runner {
-			keep := fs.Bool("keep", false, "keep the temporary directory and print its path")
-			noSandbox := fs.Bool("no-sandbox", false, "skip the sandbox smoke-run (no React runtime fetch)")
-			verbose := fs.Bool("verbose", false, "show the hub's and agent's logs")
-			sandboxConfig := cli.SandboxFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("demo takes no arguments")
-				}
-				dir, err := os.MkdirTemp("", "roomrelay-demo-")
-				if err != nil {
-					return err
-				}
-				if *keep {
-					fmt.Fprintf(e.Stdout, "state kept in %s\n", dir)
-				} else {
-					defer os.RemoveAll(dir)
-				}
-				logger := slog.New(slog.DiscardHandler)
-				if *verbose {
-					logger = e.Logger
-				}
-				d := &demo{e: e, dir: dir, log: logger, start: time.Now()}
-				return d.run(ctx, sandboxConfig, !*noSandbox)
-			}
-		},
+		Setup: setupDemo,
 	})
+}
+
+// setupDemo parses the flags of `roomrelay demo` and returns its runner.
+func setupDemo(fs *flag.FlagSet, e *cli.Env) cli.Runner {
+	keep := fs.Bool("keep", false, "keep the temporary directory and print its path")
+	noSandbox := fs.Bool("no-sandbox", false, "skip the sandbox smoke-run (no React runtime fetch)")
+	verbose := fs.Bool("verbose", false, "show the hub's and agent's logs")
+	sandboxConfig := cli.SandboxFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("demo takes no arguments")
+		}
+		dir, err := os.MkdirTemp("", "roomrelay-demo-")
+		if err != nil {
+			return err
+		}
+		if *keep {
+			fmt.Fprintf(e.Stdout, "state kept in %s\n", dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
+		logger := slog.New(slog.DiscardHandler)
+		if *verbose {
+			logger = e.Logger
+		}
+		d := &demo{e: e, dir: dir, log: logger, start: time.Now()}
+		return d.run(ctx, sandboxConfig, !*noSandbox)
+	}
 }
 
 type demo struct {

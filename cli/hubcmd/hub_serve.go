@@ -44,66 +44,69 @@ TLS, name it with --trusted-proxy so the enrollment limit and the logs see
 the client address from X-Forwarded-For (from other peers it is ignored),
 and the proxy is not capped as one client. --replicas, --startup-timeout,
 --nats-creds and --nats-tls-ca are for an operated NATS cluster (--nats).`,
-		Setup: func(fs *flag.FlagSet, e *cli.Env) cli.Runner {
-			listen := fs.String("listen", cli.DefaultHubListen, "HTTP listen `address`")
-			perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address may hold (agent websockets excluded; 0: no cap)")
-			maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap)")
-			publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it, for the MCP metadata (default: from each request's Host)")
-			dataDir := cli.HubDataDirFlags(fs, e)
-			natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
-			heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
-			node := fs.String("node", "", "node `name` in presence records (default hostname)")
-			metricsListen := fs.String("metrics-listen", "", "also serve /metrics on this `address`, without the admin token (keep it internal)")
-			_, adminTokenFile, readAdminToken := cli.AdminTokenFlags(fs)
-			sf := addHubServeFlags(fs)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
-				}
-				tlsCfg, err := sf.tls(e.Logger)
-				if err != nil {
-					return err
-				}
-				dir, err := dataDir()
-				if err != nil {
-					return err
-				}
-				adminToken, err := readAdminToken()
-				if err != nil {
-					return err
-				}
-				tok, err := serveAdminToken(e, dir, adminToken)
-				if err != nil {
-					return err
-				}
-				hcfg := hub.Config{DataDir: dir, NATSURL: *natsURL, AdminToken: tok,
-					Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}
-				if err := sf.apply(&hcfg); err != nil {
-					return err
-				}
-				srv, err := startHubServer(ctx, hcfg, *listen, *publicURL, withConns(*perAddr, *maxConns), tlsCfg)
-				if err != nil {
-					return hubStartErr(err)
-				}
-				msrv, err := serveMetrics(srv.hub, *metricsListen, e.Logger)
-				if err != nil {
-					return exitErr(cli.ExitUnavailable, errors.Join(err, srv.close()))
-				}
-				defer msrv.close() // after the hub stopped: scrapes see the drain
-				nats := "embedded NATS in " + filepath.Join(dir, "nats")
-				if *natsURL != "" {
-					nats = "NATS at " + *natsURL
-				}
-				fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
-					srv.url, nats, adminTokenSource(e, dir, adminToken, *adminTokenFile), srv.url, mcpfront.Path)
-				fmt.Fprint(e.Stderr, msrv.banner())
-				if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {
-					return err
-				}
-				return nil
-			}
-		},
+		Setup: setupHub,
 	})
+}
+
+// setupHub parses the flags of `roomrelay hub` and returns its runner.
+func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
+	listen := fs.String("listen", cli.DefaultHubListen, "HTTP listen `address`")
+	perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address may hold (agent websockets excluded; 0: no cap)")
+	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap)")
+	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it, for the MCP metadata (default: from each request's Host)")
+	dataDir := cli.HubDataDirFlags(fs, e)
+	natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
+	heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
+	node := fs.String("node", "", "node `name` in presence records (default hostname)")
+	metricsListen := fs.String("metrics-listen", "", "also serve /metrics on this `address`, without the admin token (keep it internal)")
+	_, adminTokenFile, readAdminToken := cli.AdminTokenFlags(fs)
+	sf := addHubServeFlags(fs)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
+		}
+		tlsCfg, err := sf.tls(e.Logger)
+		if err != nil {
+			return err
+		}
+		dir, err := dataDir()
+		if err != nil {
+			return err
+		}
+		adminToken, err := readAdminToken()
+		if err != nil {
+			return err
+		}
+		tok, err := serveAdminToken(e, dir, adminToken)
+		if err != nil {
+			return err
+		}
+		hcfg := hub.Config{DataDir: dir, NATSURL: *natsURL, AdminToken: tok,
+			Heartbeat: *heartbeat, NodeName: *node, Logger: e.Logger}
+		if err := sf.apply(&hcfg); err != nil {
+			return err
+		}
+		srv, err := startHubServer(ctx, hcfg, *listen, *publicURL, withConns(*perAddr, *maxConns), tlsCfg)
+		if err != nil {
+			return hubStartErr(err)
+		}
+		msrv, err := serveMetrics(srv.hub, *metricsListen, e.Logger)
+		if err != nil {
+			return exitErr(cli.ExitUnavailable, errors.Join(err, srv.close()))
+		}
+		defer msrv.close() // after the hub stopped: scrapes see the drain
+		nats := "embedded NATS in " + filepath.Join(dir, "nats")
+		if *natsURL != "" {
+			nats = "NATS at " + *natsURL
+		}
+		fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
+			srv.url, nats, adminTokenSource(e, dir, adminToken, *adminTokenFile), srv.url, mcpfront.Path)
+		fmt.Fprint(e.Stderr, msrv.banner())
+		if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
 }
 
 // connLimits caps plain HTTP connections per client address and in total

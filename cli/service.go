@@ -1,54 +1,21 @@
 package cli
 
 // The service commands: install, uninstall, start, stop, restart and
-// "service status". They run `roomrelay run` under the OS service manager
-// through kardianos/service, with the unit file or plist rendered by package
-// packaging, and add what kardianos leaves out: checks before anything is
-// written (systemd user session, root, credential store), a rollback when a
-// step fails half-way, and messages that say what to do.
+// "service status". The workflows (preflight, install and its rollback,
+// control, the status report) are package packaging/service's; these parse
+// the flags (shared with doctor), print, and map a failure's Kind to an
+// exit code.
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
-	"os"
-	"os/user"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"time"
 
-	"github.com/kardianos/service"
-
-	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/device"
-	"github.com/roomrelay/roomrelay/packaging"
+	"github.com/roomrelay/roomrelay/packaging/service"
 )
-
-// Where the Linux checks look; tests point them at temporary directories.
-var (
-	systemdRunDir = "/run/systemd/system"     // exists when systemd is PID 1
-	lingerDir     = "/var/lib/systemd/linger" // one file per user with lingering on
-)
-
-// systemctlTimeout bounds one systemctl call: a wedged user manager must not
-// hang the command.
-const systemctlTimeout = 30 * time.Second
-
-// svcSpec is one service definition: per-user (default) or system-wide.
-type svcSpec struct {
-	system   bool
-	home     string // --home as given ("" = the default directories)
-	exe      string
-	paths    device.Paths
-	unitPath string // the file the service manager reads ("" on Windows)
-	kind     string // for messages: "per-user systemd service", ...
-	svc      service.Service
-	getenv   func(string) string
-}
 
 type svcFlags struct {
 	system *bool
@@ -65,519 +32,224 @@ func addSvcFlags(fs *flag.FlagSet, e *Env) svcFlags {
 	return f
 }
 
-func init() {
-	const common = `By default roomrelay runs as a per-user service, so it can reach your OS
+// configureService, when set, adjusts every service.Config the commands
+// build: tests point its seams (the systemd and linger directories, the
+// effective user id) at a fake machine. Nil outside tests.
+var configureService func(*service.Config)
+
+// config is the service.Config the flags describe.
+func (f svcFlags) config(e *Env) (service.Config, error) {
+	p, err := f.paths()
+	if err != nil {
+		return service.Config{}, err
+	}
+	c := service.Config{System: *f.system, Home: f.home(), Executable: e.Executable, Paths: p,
+		Getenv: e.Getenv, Logger: e.Logger}
+	if configureService != nil {
+		configureService(&c)
+	}
+	return c, nil
+}
+
+// serviceErr is how a service workflow's failure exits: with its Kind's
+// code (deviceExit), and the command's help after a usage mistake.
+func serviceErr(err error) error {
+	code := deviceExit[device.KindOf(err)]
+	return &ExitError{Code: code, Err: err, Usage: code == ExitUsage}
+}
+
+const serviceHelp = `By default roomrelay runs as a per-user service, so it can reach your OS
 keyring: a systemd user unit on Linux (~/.config/systemd/user/roomrelay.service)
 or a LaunchAgent on macOS (~/Library/LaunchAgents/roomrelay.plist). --system
 installs a system service instead; it cannot reach any user's keyring, so it
 needs the device enrolled with --credential-store file and --home DIR.
 See docs/install.md for every message and what to do about it.`
+
+func init() {
 	Register(&Command{
 		Name:     "install",
 		Synopsis: "[--system] [--home DIR]",
 		Summary:  "install the agent as an OS service that runs `roomrelay run` (per-user by default)",
-		Help: common + `
+		Help: serviceHelp + `
 
 Installing does not start the agent: run 'roomrelay start' (it also starts at
 your next login). Exit codes: 0 installed; 1 already installed or a step
 failed (nothing is left behind); 2 usage; 4 no service manager or user
 session to install into.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			f := addSvcFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("install takes no arguments")
-				}
-				return installService(ctx, e, f)
-			}
-		},
+		Setup: setupInstall,
 	})
 	Register(&Command{
 		Name:     "uninstall",
 		Synopsis: "[--system]",
 		Summary:  "stop the agent and remove the OS service (keeps config, enrollment and data)",
-		Help:     common,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			f := addSvcFlags(fs, e)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("uninstall takes no arguments")
-				}
-				return uninstallService(ctx, e, f)
-			}
-		},
+		Help:     serviceHelp,
+		Setup:    setupUninstall,
 	})
-	for _, verb := range []string{"start", "stop", "restart"} {
+	for _, verb := range []service.Verb{service.Start, service.Stop, service.Restart} {
 		Register(&Command{
-			Name:     verb,
+			Name:     string(verb),
 			Synopsis: "[--system]",
-			Summary:  verb + " the installed agent service",
-			Help:     common,
-			Setup: func(fs *flag.FlagSet, e *Env) Runner {
-				f := addSvcFlags(fs, e)
-				return func(ctx context.Context, args []string) error {
-					if len(args) > 0 {
-						return usagef("%s takes no arguments", verb)
-					}
-					return controlService(ctx, e, f, verb)
-				}
-			},
+			Summary:  string(verb) + " the installed agent service",
+			Help:     serviceHelp,
+			Setup:    setupControl(verb),
 		})
 	}
 	Register(&Command{
 		Name:     "service status",
 		Synopsis: "[--system] [--json]",
 		Summary:  "show whether the agent service is installed and running, and how it starts",
-		Help: common + `
+		Help: serviceHelp + `
 
 'roomrelay status' shows the agent's connection to the hub; this shows the
 service around it. Exit codes: 0 running; 1 installed but not running;
 4 not installed, or no service manager to ask.`,
-		Setup: func(fs *flag.FlagSet, e *Env) Runner {
-			f := addSvcFlags(fs, e)
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("service status takes no arguments")
-				}
-				return serviceStatus(ctx, e, f, *asJSON)
-			}
-		},
+		Setup: setupServiceStatus,
 	})
 }
 
-// newSpec resolves what the service would run and checks, before anything
-// is touched, that this system can host it.
-func newSpec(ctx context.Context, e *Env, f svcFlags) (*svcSpec, error) {
-	p, err := f.paths()
-	if err != nil {
-		return nil, err
-	}
-	s := &svcSpec{system: *f.system, home: f.home(), paths: p, getenv: e.Getenv}
-	if s.home != "" {
-		s.home = filepath.Dir(p.Config) // absolute, as resolvePaths made it
-	}
-	if err := s.preflight(ctx); err != nil {
-		return nil, err
-	}
-	// Only install writes the path into a file (and insists it is real);
-	// the other commands render for comparison only.
-	s.exe = e.Executable
-	if !filepath.IsAbs(s.exe) {
-		s.exe = packaging.PkgBinary
-	}
-	return s, nil
-}
-
-func (s *svcSpec) args() []string {
-	if s.home != "" {
-		return []string{"run", "--home", s.home}
-	}
-	return []string{"run"}
-}
-
-// render produces the unit file or plist for this spec.
-func (s *svcSpec) render() (string, error) {
-	p := packaging.Params{Exec: s.exe, Args: s.args()}
-	if rd := packagedRuntimeDir(s.exe); rd != "" {
-		p.Env = map[string]string{"ROOMRELAY_RUNTIME_DIR": rd}
-	}
-	switch {
-	case runtime.GOOS == "darwin" && s.system:
-		p.LogDir = "/Library/Logs"
-		return packaging.LaunchdPlist(p, true)
-	case runtime.GOOS == "darwin":
-		home, err := os.UserHomeDir()
+// setupInstall parses the flags of `roomrelay install` and returns its runner.
+func setupInstall(fs *flag.FlagSet, e *Env) Runner {
+	f := addSvcFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("install takes no arguments")
+		}
+		cfg, err := f.config(e)
 		if err != nil {
-			return "", err
+			return err
 		}
-		p.LogDir = filepath.Join(home, "Library", "Logs")
-		return packaging.LaunchdPlist(p, false)
-	case s.system:
-		return packaging.SystemdSystemUnit(p)
-	default:
-		return packaging.SystemdUserUnit(p)
-	}
-}
-
-// packagedRuntimeDir finds the React runtime a package installed next to the
-// binary (PREFIX/bin/roomrelay → PREFIX/share/roomrelay/jsruntime).
-func packagedRuntimeDir(exe string) string {
-	d := filepath.Join(filepath.Dir(filepath.Dir(exe)), "share", "roomrelay", "jsruntime")
-	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-		return d
-	}
-	return ""
-}
-
-// open builds the kardianos service for the spec, carrying the rendered file.
-func (s *svcSpec) open() error {
-	text, err := s.render()
-	if err != nil {
-		return err
-	}
-	// kardianos renders the file as a template; ours is final text.
-	if strings.Contains(text, "{{") {
-		return fmt.Errorf("the service file would contain %q (from a path or argument); choose paths without it", "{{")
-	}
-	cfg := &service.Config{
-		Name:        packaging.Name,
-		DisplayName: "roomrelay agent",
-		Description: packaging.Description,
-		Executable:  s.exe,
-		Arguments:   s.args(),
-		Option: service.KeyValue{
-			"UserService":   !s.system,
-			"SystemdScript": text,
-			"LaunchdConfig": text,
-			// Windows: restart after a crash, like Restart=on-failure.
-			"OnFailure":              "restart",
-			"OnFailureDelayDuration": "10s",
-		},
-	}
-	if runtime.GOOS == "linux" {
-		// The checks above established systemd; do not let kardianos guess
-		// another init system.
-		for _, sys := range service.AvailableSystems() {
-			if sys.String() == "linux-systemd" {
-				s.svc, err = sys.New(nopProgram{}, cfg)
-				return err
-			}
+		r, err := service.Install(ctx, cfg)
+		if err != nil {
+			return serviceErr(err)
 		}
-		return errors.New("kardianos/service has no systemd support compiled in")
-	}
-	s.svc, err = service.New(nopProgram{}, cfg)
-	return err
-}
-
-// nopProgram satisfies kardianos' Interface: these commands only control the
-// service; `roomrelay run` is the program.
-type nopProgram struct{}
-
-func (nopProgram) Start(service.Service) error { return nil }
-func (nopProgram) Stop(service.Service) error  { return nil }
-
-// installed reports whether the service definition exists.
-func (s *svcSpec) installed() (bool, error) {
-	if s.unitPath != "" {
-		_, err := os.Stat(s.unitPath)
-		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil
+		s := r.Spec
+		fmt.Fprintf(e.Stdout, "installed roomrelay as a %s", s.Kind)
+		if s.UnitPath != "" {
+			fmt.Fprintf(e.Stdout, " (%s)", s.UnitPath)
 		}
-		return err == nil, err
-	}
-	_, err := s.svc.Status()
-	if errors.Is(err, service.ErrNotInstalled) {
-		return false, nil
-	}
-	return true, nil
-}
-
-func installService(ctx context.Context, e *Env, f svcFlags) error {
-	if e.Executable == "" || !filepath.IsAbs(e.Executable) {
-		return errors.New("cannot tell where the roomrelay binary is; run it by its full path")
-	}
-	if strings.Contains(e.Executable, string(filepath.Separator)+"go-build") {
-		return exitErr(ExitFailure, errors.New("this roomrelay is a temporary `go run` build: the service would lose its binary.\n  Build or install it first (go build -o ~/.local/bin/roomrelay ./cmd/roomrelay) and run install from there"))
-	}
-	s, err := newSpec(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	if err := s.checkCredentials(); err != nil {
-		return err
-	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	if ok, err := s.installed(); err != nil {
-		return fmt.Errorf("check for an existing service: %w", err)
-	} else if ok {
-		where := s.unitPath
-		if where == "" {
-			where = "service " + packaging.Name
+		fmt.Fprintf(e.Stdout, "\n  it runs: %s %s\n", s.Exe, strings.Join(s.Args(), " "))
+		fmt.Fprintln(e.Stdout, "  start it now with: roomrelay start")
+		if r.BootNote != "" {
+			fmt.Fprintln(e.Stdout, r.BootNote)
 		}
-		return exitErr(ExitFailure, fmt.Errorf("roomrelay is already installed as a %s (%s).\n  To pick up a new binary or flags: roomrelay uninstall, then roomrelay install; to restart it: roomrelay restart", s.kind, where))
-	}
-	if err := s.svc.Install(); err != nil {
-		rbErr := s.rollback()
-		msg := fmt.Errorf("install the %s: %w", s.kind, explain(err))
-		if rbErr != nil {
-			return fmt.Errorf("%w\n  and removing what was written failed too: %v (remove %s by hand)", msg, rbErr, s.unitPath)
+		if r.NotEnrolled {
+			fmt.Fprintln(e.Stdout, "  note: this device is not enrolled yet; the service will not connect until you run `roomrelay enroll`, then `roomrelay restart`")
 		}
-		return fmt.Errorf("%w\n  nothing was left installed", msg)
-	}
-	fmt.Fprintf(e.Stdout, "installed roomrelay as a %s", s.kind)
-	if s.unitPath != "" {
-		fmt.Fprintf(e.Stdout, " (%s)", s.unitPath)
-	}
-	fmt.Fprintf(e.Stdout, "\n  it runs: %s %s\n", s.exe, strings.Join(s.args(), " "))
-	fmt.Fprintln(e.Stdout, "  start it now with: roomrelay start")
-	if note := s.bootNote(); note != "" {
-		fmt.Fprintln(e.Stdout, note)
-	}
-	if _, err := device.LoadConfig(s.paths); err != nil {
-		fmt.Fprintln(e.Stdout, "  note: this device is not enrolled yet; the service will not connect until you run `roomrelay enroll`, then `roomrelay restart`")
-	}
-	return nil
-}
-
-// checkCredentials refuses a system service unless the token is in the file
-// store: a system service cannot reach any user's keyring.
-func (s *svcSpec) checkCredentials() error {
-	if !s.system {
 		return nil
 	}
-	if s.home == "" {
-		return usagef("--system needs --home DIR: a system service does not run in your account, so say where its config, state and data live (e.g. /var/lib/roomrelay)")
-	}
-	cfg, err := device.LoadConfig(s.paths)
-	if err != nil {
-		if device.KindOf(err) == device.KindNotEnrolled {
-			return exitErr(ExitNotEnrolled, fmt.Errorf("--system needs an enrolled device with the file credential store: run\n  roomrelay enroll --home %s --credential-store file --hub URL --code CODE\n  first (as the account the service will run as)", s.home))
-		}
-		return err
-	}
-	if cfg.CredentialStore != credstore.KindFile {
-		return exitErr(ExitFailure, fmt.Errorf("--system refused: this device keeps its token in the OS keyring (credential store %q), which a system service cannot reach.\n  Install the default per-user service instead (roomrelay install, without --system), or enroll again with\n  --credential-store file (a 0600 file in %s) and retry", nonEmpty(string(cfg.CredentialStore), "keyring"), s.paths.Config))
-	}
-	return nil
 }
 
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// rollback undoes a partial install: disable and remove what was written.
-func (s *svcSpec) rollback() error {
-	uerr := s.svc.Uninstall()
-	if s.unitPath == "" {
-		return uerr
-	}
-	if err := os.Remove(s.unitPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if runtime.GOOS == "linux" {
-		// Drop an enable symlink a failed step may have left.
-		wants := filepath.Join(filepath.Dir(s.unitPath), "default.target.wants", packaging.Name+".service")
-		if s.system {
-			wants = filepath.Join(filepath.Dir(s.unitPath), "multi-user.target.wants", packaging.Name+".service")
+// setupUninstall parses the flags of `roomrelay uninstall` and returns its
+// runner.
+func setupUninstall(fs *flag.FlagSet, e *Env) Runner {
+	f := addSvcFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("uninstall takes no arguments")
 		}
-		if err := os.Remove(wants); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		cfg, err := f.config(e)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// explain turns the bare errors kardianos passes up into something to act on.
-func explain(err error) error {
-	switch {
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("permission denied: %w (a --system service needs root; a per-user one needs a writable home)", err)
-	case strings.Contains(err.Error(), "exit status"):
-		return fmt.Errorf("%w (the service manager refused; `journalctl --user -xe` or `systemctl --user status roomrelay` may say why)", err)
-	}
-	return err
-}
-
-// bootNote says how the service will start at boot, or "" when it will.
-func (s *svcSpec) bootNote() string {
-	if runtime.GOOS == "darwin" && !s.system {
-		return "  it starts when you log in (a LaunchAgent runs in your GUI session)"
-	}
-	if runtime.GOOS != "linux" || s.system {
-		return ""
-	}
-	name := currentUser(s.getenv)
-	if name == "" {
-		return ""
-	}
-	if _, err := os.Stat(filepath.Join(lingerDir, name)); err == nil {
-		return "  it starts at boot (lingering is enabled for " + name + ")"
-	}
-	return "  it starts when you log in. To start it at boot without logging in, enable lingering:\n    sudo loginctl enable-linger " + name
-}
-
-func currentUser(getenv func(string) string) string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
-	}
-	return getenv("USER")
-}
-
-func uninstallService(ctx context.Context, e *Env, f svcFlags) error {
-	s, err := newSpec(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	ok, err := s.installed()
-	if err != nil {
-		return fmt.Errorf("check for the service: %w", err)
-	}
-	if !ok {
-		where := ""
-		if s.unitPath != "" {
-			where = " (no " + s.unitPath + ")"
+		r, err := service.Uninstall(ctx, cfg)
+		if err != nil {
+			return serviceErr(err)
 		}
-		hint := ""
-		if !s.system && runtime.GOOS != "windows" {
-			hint = "\n  if you installed it with --system, run: sudo roomrelay uninstall --system"
+		if r.ManagerErr != nil {
+			fmt.Fprintf(e.Stderr, "roomrelay uninstall: the service manager reported %v; the service file was removed anyway\n", r.ManagerErr)
 		}
-		return exitErr(ExitFailure, fmt.Errorf("roomrelay is not installed as a %s%s: nothing to uninstall%s", s.kind, where, hint))
+		p := r.Spec.Paths
+		fmt.Fprintf(e.Stdout, "uninstalled the roomrelay %s\n", r.Spec.Kind)
+		fmt.Fprintf(e.Stdout, "  kept: config and enrollment in %s, state in %s, data in %s\n", p.Config, p.State, p.Data)
+		fmt.Fprintln(e.Stdout, "  (delete them by hand to forget this device; `roomrelay hub revoke` on the hub cuts it off)")
+		return nil
 	}
-	_ = s.svc.Stop() // stopping what is not running is fine
-	if err := s.svc.Uninstall(); err != nil {
-		// Finish the job: a definition without its service manager entry is
-		// exactly the half-state to avoid.
-		if rbErr := s.rollback(); rbErr != nil {
-			return fmt.Errorf("uninstall the %s: %w; removing %s failed too: %v", s.kind, explain(err), s.unitPath, rbErr)
+}
+
+// setupControl returns the Setup of `roomrelay start`, `stop` or `restart`.
+func setupControl(verb service.Verb) func(*flag.FlagSet, *Env) Runner {
+	past := map[service.Verb]string{service.Start: "started", service.Stop: "stopped", service.Restart: "restarted"}[verb]
+	return func(fs *flag.FlagSet, e *Env) Runner {
+		f := addSvcFlags(fs, e)
+		return func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return usagef("%s takes no arguments", verb)
+			}
+			cfg, err := f.config(e)
+			if err != nil {
+				return err
+			}
+			s, err := service.Control(ctx, cfg, verb)
+			if err != nil {
+				return serviceErr(err)
+			}
+			fmt.Fprintf(e.Stdout, "%s the roomrelay %s\n", past, s.Kind)
+			if verb != service.Stop {
+				fmt.Fprintln(e.Stdout, "  `roomrelay status` shows whether it reached the hub")
+			}
+			return nil
 		}
-		fmt.Fprintf(e.Stderr, "roomrelay uninstall: the service manager reported %v; the service file was removed anyway\n", err)
 	}
-	if runtime.GOOS == "linux" {
-		// A unit that had failed (a revoked device exits 3 and is not
-		// restarted) stays loaded as "not-found failed" after its file is
-		// gone: listed by `systemctl --failed`, and reported failed again
-		// right after the next install. Make systemd forget it; a unit that
-		// was not failed makes this a no-op or "not loaded", both fine.
-		_, _ = systemctl(ctx, !s.system, "reset-failed", packaging.Name+".service")
-	}
-	fmt.Fprintf(e.Stdout, "uninstalled the roomrelay %s\n", s.kind)
-	fmt.Fprintf(e.Stdout, "  kept: config and enrollment in %s, state in %s, data in %s\n", s.paths.Config, s.paths.State, s.paths.Data)
-	fmt.Fprintln(e.Stdout, "  (delete them by hand to forget this device; `roomrelay hub revoke` on the hub cuts it off)")
-	return nil
 }
 
-func controlService(ctx context.Context, e *Env, f svcFlags, verb string) error {
-	s, err := newSpec(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	if ok, err := s.installed(); err != nil {
-		return fmt.Errorf("check for the service: %w", err)
-	} else if !ok {
-		flag := ""
-		if s.system {
-			flag = " --system"
+// setupServiceStatus parses the flags of `roomrelay service status` and
+// returns its runner.
+func setupServiceStatus(fs *flag.FlagSet, e *Env) Runner {
+	f := addSvcFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("service status takes no arguments")
 		}
-		return exitErr(ExitFailure, fmt.Errorf("roomrelay is not installed as a %s: run roomrelay install%s first", s.kind, flag))
-	}
-	if runtime.GOOS == "linux" {
-		// systemctl itself, for its error message (kardianos drops stderr).
-		if out, err := systemctl(ctx, !s.system, verb, packaging.Name+".service"); err != nil {
-			return fmt.Errorf("%s: %s\n  see: %s", verb, out, journalHint(s.system))
-		}
-	} else if err := service.Control(s.svc, verb); err != nil {
-		return fmt.Errorf("%s: %w", verb, err)
-	}
-	past := map[string]string{"start": "started", "stop": "stopped", "restart": "restarted"}[verb]
-	fmt.Fprintf(e.Stdout, "%s the roomrelay %s\n", past, s.kind)
-	if verb != "stop" {
-		fmt.Fprintln(e.Stdout, "  `roomrelay status` shows whether it reached the hub")
-	}
-	return nil
-}
-
-func journalHint(system bool) string {
-	if system {
-		return "journalctl -u roomrelay -e"
-	}
-	return "journalctl --user -u roomrelay -e"
-}
-
-// svcReport is `roomrelay service status --json`.
-type svcReport struct {
-	Kind      string `json:"kind"`
-	Installed bool   `json:"installed"`
-	Running   bool   `json:"running"`
-	State     string `json:"state"` // running, restarting, stopped, failed, not_installed
-	UnitFile  string `json:"unit_file,omitempty"`
-	Starts    string `json:"starts,omitempty"`
-	Problem   string `json:"problem,omitempty"`
-}
-
-// autoRestarting reports whether systemd is between a crash of the agent and
-// the restart Restart=on-failure schedules (SubState auto-restart).
-func (s *svcSpec) autoRestarting(ctx context.Context) bool {
-	if runtime.GOOS != "linux" {
-		return false
-	}
-	out, err := systemctl(ctx, !s.system, "show", "--property=SubState", "--value", packaging.Name+".service")
-	return err == nil && out == "auto-restart"
-}
-
-func serviceStatus(ctx context.Context, e *Env, f svcFlags, asJSON bool) error {
-	r, code, err := serviceReport(ctx, e, f)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
+		r, code, err := serviceReport(ctx, e, f)
+		if err != nil {
 			return err
 		}
-	} else {
-		fmt.Fprintf(e.Stdout, "service:   %s, %s\n", r.Kind, strings.ReplaceAll(r.State, "_", " "))
-		if r.UnitFile != "" {
-			fmt.Fprintf(e.Stdout, "file:      %s\n", r.UnitFile)
+		if *asJSON {
+			if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(e.Stdout, "service:   %s, %s\n", r.Kind, strings.ReplaceAll(r.State, "_", " "))
+			if r.UnitFile != "" {
+				fmt.Fprintf(e.Stdout, "file:      %s\n", r.UnitFile)
+			}
+			if r.Starts != "" {
+				fmt.Fprintf(e.Stdout, "starts:    %s\n", strings.ReplaceAll(r.Starts, "\n    ", "\n           "))
+			}
+			if r.Problem != "" {
+				fmt.Fprintf(e.Stdout, "problem:   %s\n", r.Problem)
+			}
 		}
-		if r.Starts != "" {
-			fmt.Fprintf(e.Stdout, "starts:    %s\n", strings.ReplaceAll(r.Starts, "\n    ", "\n           "))
+		if code != ExitOK {
+			return silent(code)
 		}
-		if r.Problem != "" {
-			fmt.Fprintf(e.Stdout, "problem:   %s\n", r.Problem)
-		}
+		return nil
 	}
-	if code != ExitOK {
-		return silent(code)
-	}
-	return nil
 }
 
-// serviceReport says whether the service is installed and running, with
-// the exit code `service status` gives for it.
-func serviceReport(ctx context.Context, e *Env, f svcFlags) (svcReport, int, error) {
-	s, err := newSpec(ctx, e, f)
+// serviceReport is the service's report (for `service status` and doctor)
+// with the exit code `service status` gives for it.
+func serviceReport(ctx context.Context, e *Env, f svcFlags) (service.Report, int, error) {
+	cfg, err := f.config(e)
 	if err != nil {
-		return svcReport{}, 0, err
+		return service.Report{}, 0, err
 	}
-	if err := s.open(); err != nil {
-		return svcReport{}, 0, err
+	r, err := service.Status(ctx, cfg)
+	if err != nil {
+		return r, 0, serviceErr(err)
 	}
-	r := svcReport{Kind: s.kind, UnitFile: s.unitPath}
-	code := ExitOK
-	ok, err := s.installed()
-	switch {
-	case err != nil:
-		return r, 0, fmt.Errorf("check for the service: %w", err)
-	case !ok:
-		r.State, code = "not_installed", ExitUnavailable
-		r.Problem = "not installed: run `roomrelay install`"
-	default:
-		r.Installed = true
-		st, err := s.svc.Status()
-		switch {
-		case err != nil:
-			r.State, r.Problem, code = "failed", err.Error()+"; see: "+journalHint(s.system), ExitFailure
-		case st == service.StatusRunning && s.autoRestarting(ctx):
-			// kardianos counts "activating" as running, but a unit waiting
-			// out RestartSec after a crash has no process at all.
-			r.State, r.Problem, code = "restarting", "the agent exited and systemd restarts it after RestartSec (Restart=on-failure); see: "+journalHint(s.system), ExitFailure
-		case st == service.StatusRunning:
-			r.State, r.Running = "running", true
-		default:
-			r.State, r.Problem, code = "stopped", "installed but not running: roomrelay start", ExitFailure
-		}
-		r.Starts = strings.TrimSpace(s.bootNote())
+	return r, serviceStatusExit(r.State), nil
+}
+
+// serviceStatusExit is the exit code `service status` gives for a state:
+// 0 running, 4 not installed, 1 installed but not running.
+func serviceStatusExit(state string) int {
+	switch state {
+	case service.StateRunning:
+		return ExitOK
+	case service.StateNotInstalled:
+		return ExitUnavailable
 	}
-	return r, code, nil
+	return ExitFailure
 }

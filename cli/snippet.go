@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roomrelay/roomrelay/packaging/service"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
@@ -36,7 +37,7 @@ func (r runtimeFlags) config(e *Env) (sandbox.Config, error) {
 		// The installed package's copy (PREFIX/share/roomrelay/jsruntime
 		// beside PREFIX/bin/roomrelay), so a packaged binary neither
 		// downloads React nor needs the network for `snippet check`.
-		cfg.RuntimeDir = packagedRuntimeDir(e.Executable)
+		cfg.RuntimeDir = service.PackagedRuntimeDir(e.Executable)
 	}
 	if cfg.CacheDir == "" {
 		d, err := sandbox.DefaultCacheDir()

@@ -71,6 +71,15 @@ type dedupeStore struct {
 	loopDone chan struct{}
 	commits  atomic.Int64 // transactions committed, for tests
 	queued   atomic.Int64 // marks handed to the commit loop, for tests
+	lookups  atomic.Int64 // lookups that reached SQLite, for tests
+
+	// ids indexes the stored command ids in memory, so a command whose id
+	// the store never saw (every read, every fresh write) costs no query
+	// on the store's one connection. Only writes are stored, so it holds at
+	// most the store's count bound. Added after a started mark commits,
+	// removed with the rows prune deletes.
+	idsMu sync.Mutex
+	ids   map[string]struct{}
 }
 
 // markOp is one durable mark: a prepared statement and its arguments.
@@ -155,6 +164,10 @@ func openDedupe(ctx context.Context, dir string, clock Clock, ttl time.Duration,
 		}
 	}
 	if err := s.prune(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadIDs(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -258,8 +271,58 @@ func (s *dedupeStore) commitTx(ctx context.Context, batch []*markOp) error {
 	return nil
 }
 
-// lookup returns the entry for id, or nil if the id is unknown.
+// loadIDs fills the id index from the store.
+func (s *dedupeStore) loadIDs(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM commands`)
+	if err != nil {
+		return fmt.Errorf("dedupe store: read ids: %w", err)
+	}
+	defer rows.Close()
+	ids := map[string]struct{}{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return fmt.Errorf("dedupe store: read ids: %w", err)
+		}
+		ids[id] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("dedupe store: read ids: %w", err)
+	}
+	s.idsMu.Lock()
+	s.ids = ids
+	s.idsMu.Unlock()
+	return nil
+}
+
+// known reports whether the store may hold an entry for id; false means it
+// holds none, so lookup would return nil.
+func (s *dedupeStore) known(id string) bool {
+	s.idsMu.Lock()
+	defer s.idsMu.Unlock()
+	_, ok := s.ids[id]
+	return ok
+}
+
+func (s *dedupeStore) indexIDs(add bool, ids ...string) {
+	s.idsMu.Lock()
+	defer s.idsMu.Unlock()
+	for _, id := range ids {
+		if add {
+			s.ids[id] = struct{}{}
+		} else {
+			delete(s.ids, id)
+		}
+	}
+}
+
+// lookup returns the entry for id, or nil if the id is unknown. An id the
+// index does not hold is answered without a query.
 func (s *dedupeStore) lookup(ctx context.Context, id string) (*dedupeEntry, error) {
+	if !s.known(id) {
+		return nil, nil
+	}
+	s.lookups.Add(1)
 	var e dedupeEntry
 	var res []byte
 	err := s.stLookup.QueryRowContext(ctx, id).Scan(&e.Name, &e.Project, &e.ArgsHash, &e.State, &res)
@@ -286,6 +349,7 @@ func (s *dedupeStore) markStarted(ctx context.Context, cmd *relay.Command) (bool
 	if err != nil {
 		return false, fmt.Errorf("dedupe store: mark %q started: %w", cmd.ID, err)
 	}
+	s.indexIDs(true, cmd.ID) // stored now, whether by this mark or an earlier one
 	return n == 1, nil
 }
 
@@ -300,6 +364,7 @@ func (s *dedupeStore) finish(ctx context.Context, cmd *relay.Command, res *relay
 	if _, err := s.mark(ctx, s.stFinish, cmd.ID, cmd.Name, cmd.ProjectID, argsHash(cmd.Args), b, now, now); err != nil {
 		return fmt.Errorf("dedupe store: store result of %q: %w", cmd.ID, err)
 	}
+	s.indexIDs(true, cmd.ID)
 	if s.inserts.Add(1)%pruneEvery == 0 {
 		return s.prune(ctx)
 	}
@@ -311,7 +376,7 @@ func (s *dedupeStore) finish(ctx context.Context, cmd *relay.Command, res *relay
 // stay: they are what stops an interrupted command from running twice.
 func (s *dedupeStore) prune(ctx context.Context) error {
 	cutoff := s.clock.Now().Add(-s.ttl).UnixMilli()
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM commands WHERE started_at < ?`, cutoff); err != nil {
+	if err := s.deleteIDs(ctx, `DELETE FROM commands WHERE started_at < ? RETURNING id`, cutoff); err != nil {
 		return fmt.Errorf("dedupe store: prune by age: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx,
@@ -343,10 +408,33 @@ func (s *dedupeStore) prune(ctx context.Context) error {
 		return fmt.Errorf("dedupe store: prune: %w", err)
 	}
 	if oldest >= 0 {
-		if _, err := s.db.ExecContext(ctx,
-			`DELETE FROM commands WHERE state = 'done' AND started_at <= ?`, oldest); err != nil {
+		if err := s.deleteIDs(ctx, `DELETE FROM commands WHERE state = 'done' AND started_at <= ? RETURNING id`, oldest); err != nil {
 			return fmt.Errorf("dedupe store: prune by size: %w", err)
 		}
+	}
+	return nil
+}
+
+// deleteIDs runs a DELETE … RETURNING id and drops the ids from the index.
+func (s *dedupeStore) deleteIDs(ctx context.Context, query string, args ...any) error {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var gone []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		gone = append(gone, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if s.ids != nil { // nil during the prune at open, before loadIDs
+		s.indexIDs(false, gone...)
 	}
 	return nil
 }

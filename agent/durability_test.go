@@ -60,6 +60,25 @@ func TestReadsSkipDurableMarks(t *testing.T) {
 	if err != nil || e == nil || e.State != stateDone {
 		t.Fatalf("write not recorded: %+v %v", e, err)
 	}
+	// Reads and fresh writes cost no query on the store's one connection
+	// (its in-memory index of stored ids answers), yet a read reusing a
+	// stored write's id is still refused as a conflict, also after a
+	// restart (the index is loaded when the store opens).
+	if n := a.cmds.store.lookups.Load(); n != 1 {
+		t.Fatalf("%d store lookups; want 1 (this test's own)", n)
+	}
+	c.send(command("write-1", relay.CmdReadRoom, `{"room_id":"r1"}`))
+	if r := c.result(t); r.OK || r.Error.Code != relay.CodeIdempotencyConflict {
+		t.Fatalf("a read reusing a write's id: %+v", r)
+	}
+	reopened, err := openDedupe(context.Background(), dir, RealClock(), time.Hour, 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close()
+	if !reopened.known("write-1") || reopened.known("read-1") {
+		t.Fatalf("index after reopening: write-1 %v, read-1 %v", reopened.known("write-1"), reopened.known("read-1"))
+	}
 }
 
 // TestWriteStartedMarkIsCommittedBeforeItsHandler: while a write's handler
@@ -212,4 +231,40 @@ func TestStatusCountersCoalesce(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestPruneDropsIdsFromTheIndex: the in-memory index follows the rows prune
+// deletes, so it stays bounded by the store's count limit, and an id pruned
+// from the store reads as never seen there too.
+func TestPruneDropsIdsFromTheIndex(t *testing.T) {
+	clock := newFakeClock()
+	st, err := openDedupe(context.Background(), t.TempDir(), clock, time.Hour, 2, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	for _, id := range []string{"w1", "w2", "w3"} {
+		cmd := command(id, relay.CmdProposeRoomSnippetApp, `{}`)
+		if _, err := st.markStarted(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.finish(ctx, cmd, &relay.Result{ID: id, OK: true}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Second)
+	}
+	if err := st.prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.known("w1") || !st.known("w2") || !st.known("w3") {
+		t.Fatalf("after pruning to 2: w1 %v, w2 %v, w3 %v", st.known("w1"), st.known("w2"), st.known("w3"))
+	}
+	clock.Advance(2 * time.Hour) // past the TTL: everything goes
+	if err := st.prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.known("w2") || st.known("w3") {
+		t.Fatal("ids past the TTL are still indexed")
+	}
 }

@@ -38,17 +38,12 @@ func addSvcFlags(fs *flag.FlagSet, e *Env) svcFlags {
 var configureService func(*service.Config)
 
 // config is the service.Config the flags describe.
-func (f svcFlags) config(e *Env) (service.Config, error) {
-	p, err := f.paths()
-	if err != nil {
-		return service.Config{}, err
-	}
-	c := service.Config{System: *f.system, Home: f.home(), Executable: e.Executable, Paths: p,
-		Getenv: e.Getenv, Logger: e.Logger}
+func (f svcFlags) config(e *Env) service.Config {
+	c := service.Config{System: *f.system, Home: f.home(), Executable: e.Executable, Getenv: e.Getenv, Logger: e.Logger}
 	if configureService != nil {
 		configureService(&c)
 	}
-	return c, nil
+	return c
 }
 
 // serviceErr is how a service workflow's failure exits: with its Kind's
@@ -114,10 +109,7 @@ func setupInstall(fs *flag.FlagSet, e *Env) Runner {
 		if len(args) > 0 {
 			return usagef("install takes no arguments")
 		}
-		cfg, err := f.config(e)
-		if err != nil {
-			return err
-		}
+		cfg := f.config(e)
 		r, err := service.Install(ctx, cfg)
 		if err != nil {
 			return serviceErr(err)
@@ -147,10 +139,7 @@ func setupUninstall(fs *flag.FlagSet, e *Env) Runner {
 		if len(args) > 0 {
 			return usagef("uninstall takes no arguments")
 		}
-		cfg, err := f.config(e)
-		if err != nil {
-			return err
-		}
+		cfg := f.config(e)
 		r, err := service.Uninstall(ctx, cfg)
 		if err != nil {
 			return serviceErr(err)
@@ -175,10 +164,7 @@ func setupControl(verb service.Verb) func(*flag.FlagSet, *Env) Runner {
 			if len(args) > 0 {
 				return usagef("%s takes no arguments", verb)
 			}
-			cfg, err := f.config(e)
-			if err != nil {
-				return err
-			}
+			cfg := f.config(e)
 			s, err := service.Control(ctx, cfg, verb)
 			if err != nil {
 				return serviceErr(err)
@@ -231,10 +217,7 @@ func setupServiceStatus(fs *flag.FlagSet, e *Env) Runner {
 // serviceReport is the service's report (for `service status` and doctor)
 // with the exit code `service status` gives for it.
 func serviceReport(ctx context.Context, e *Env, f svcFlags) (service.Report, int, error) {
-	cfg, err := f.config(e)
-	if err != nil {
-		return service.Report{}, 0, err
-	}
+	cfg := f.config(e)
 	r, err := service.Status(ctx, cfg)
 	if err != nil {
 		return r, 0, serviceErr(err)

@@ -56,9 +56,6 @@ type Config struct {
 	// the other workflows only render with it (packaging.PkgBinary when it
 	// is not absolute).
 	Executable string
-	// Paths are the device's directories (what uninstall keeps, where the
-	// enrollment is looked up).
-	Paths device.Paths
 	// Getenv reads XDG_RUNTIME_DIR, SUDO_USER and USER; nil reads nothing.
 	Getenv func(string) string
 	// Logger gets the workflows' debug lines; nil discards them.
@@ -119,7 +116,11 @@ type Spec struct {
 // install into, KindFailed when it needs root or must not run under sudo.
 func New(ctx context.Context, cfg Config) (*Spec, error) {
 	cfg = cfg.withDefaults()
-	s := &Spec{System: cfg.System, Paths: cfg.Paths, cfg: cfg}
+	p, err := device.ResolvePaths(cfg.Home, cfg.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	s := &Spec{System: cfg.System, Paths: p, cfg: cfg}
 	if cfg.Home != "" {
 		abs, err := filepath.Abs(cfg.Home)
 		if err != nil {

@@ -283,7 +283,9 @@ func TestSystemRefusals(t *testing.T) {
 	_, err = service.Install(ctx, cfg)
 	refused(t, "--system not enrolled", err, device.KindNotEnrolled, "roomrelay enroll --home "+w.RoomrelayHome+" --credential-store file")
 
-	must(t, device.SaveConfig(cfg.Paths, &device.Config{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
+	paths, err := device.ResolvePaths(cfg.Home, cfg.Getenv)
+	must(t, err)
+	must(t, device.SaveConfig(paths, &device.Config{Hub: "https://hub.example", DeviceID: "dev-1", CredentialStore: "keyring"}))
 	_, err = service.Install(ctx, cfg)
 	refused(t, "--system with the keyring", err, device.KindFailed, "a system service cannot reach", "--credential-store file", `credential store "keyring"`)
 	if c := w.Calls(); strings.Contains(c, "enable") || strings.Contains(c, "daemon-reload") {

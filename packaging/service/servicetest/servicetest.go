@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/packaging/service"
 )
 
@@ -115,9 +114,7 @@ func (w *World) Apply(c *service.Config) {
 // run by Exe, on this machine.
 func (w *World) Config() service.Config {
 	w.t.Helper()
-	p, err := device.ResolvePaths(w.RoomrelayHome, w.Getenv)
-	w.must(err)
-	c := service.Config{Home: w.RoomrelayHome, Executable: w.Exe, Paths: p, Getenv: w.Getenv}
+	c := service.Config{Home: w.RoomrelayHome, Executable: w.Exe, Getenv: w.Getenv}
 	w.Apply(&c)
 	return c
 }

@@ -286,9 +286,22 @@ func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // called over HTTPS, a hub that does not answer); any other error, an
 // *APIError included, comes back unchanged.
 func Explain(err error) error {
+	if ex := explainTransport(err); ex != nil {
+		return ex
+	}
+	return err
+}
+
+// Unreachable reports whether err is a transport failure (the hub was not
+// reached or its certificate refused), not an answer from the hub.
+func Unreachable(err error) bool { return explainTransport(err) != nil }
+
+// explainTransport is a transport failure explained, or nil when err is
+// none (nil, an answer from the hub, anything else).
+func explainTransport(err error) error {
 	var ae *APIError
 	if err == nil || errors.As(err, &ae) {
-		return err
+		return nil
 	}
 	if ex := tlsfiles.Explain(err); ex != nil {
 		return fmt.Errorf("cannot connect to the hub: %w", ex)
@@ -301,18 +314,5 @@ func Explain(err error) error {
 	if errors.As(err, &oe) || errors.As(err, &ne) {
 		return fmt.Errorf("cannot reach the hub: %w (is `roomrelay hub` running, and is --hub right?)", err)
 	}
-	return err
-}
-
-// Unreachable reports whether err is a transport failure (the hub was not
-// reached or its certificate refused), not an answer from the hub.
-func Unreachable(err error) bool {
-	var ae *APIError
-	if err == nil || errors.As(err, &ae) {
-		return false
-	}
-	var ne net.Error
-	var oe *net.OpError
-	return tlsfiles.Explain(err) != nil || errors.As(err, &oe) || errors.As(err, &ne) ||
-		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -44,22 +43,11 @@ func (d *Daemon) computeDirectory(ctx context.Context) []relay.RoomEntry {
 				return out
 			}
 			if p.ServesRoom(pp.Project, r.ID) {
-				out = append(out, relay.RoomEntry{Project: pp.Project, RoomID: r.ID, Name: clip(r.Name, relay.MaxRoomNameBytes)})
+				out = append(out, relay.RoomEntry{Project: pp.Project, RoomID: r.ID, Name: relay.CutUTF8(r.Name, relay.MaxRoomNameBytes)})
 			}
 		}
 	}
 	return out
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // announceRooms sends a rooms_changed event when the directory differs from

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -111,18 +110,7 @@ func (h *Hub) dropDirectory(ctx context.Context, dev string) error {
 	return h.setDirectory(ctx, &deviceRec{ID: dev}, nil)
 }
 
-func clipName(s string) string { return cutUTF8(s, relay.MaxRoomNameBytes) }
-
-// cutUTF8 cuts s to at most max bytes without splitting a rune.
-func cutUTF8(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
-	}
-	return s[:max]
-}
+func clipName(s string) string { return relay.CutUTF8(s, relay.MaxRoomNameBytes) }
 
 // roomKeys lists rr_rooms keys matching a filter (an empty bucket is none).
 func (s *store) roomKeys(ctx context.Context, filter string) ([]string, error) {

@@ -167,7 +167,7 @@ func cleanText(s string, max int) string {
 		}
 		return r
 	}, s)
-	return cutUTF8(s, max)
+	return relay.CutUTF8(s, max)
 }
 
 // parsePolicy accepts {"policy":[...]} or a bare [...].

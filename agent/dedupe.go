@@ -147,7 +147,7 @@ func openDedupe(ctx context.Context, dir string, clock Clock, ttl time.Duration,
 		return nil, fmt.Errorf("dedupe store: add args_hash to %s: %w", DedupeFile, err)
 	}
 	s := &dedupeStore{db: db, clock: clock, ttl: ttl, max: max, maxBytes: maxBytes,
-		ops: make(chan *markOp, maxBatch), loopDone: make(chan struct{})}
+		ops: make(chan *markOp, maxBatch), loopDone: make(chan struct{}), ids: map[string]struct{}{}}
 	for _, p := range []struct {
 		st  **sql.Stmt
 		sql string
@@ -433,9 +433,7 @@ func (s *dedupeStore) deleteIDs(ctx context.Context, query string, args ...any) 
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if s.ids != nil { // nil during the prune at open, before loadIDs
-		s.indexIDs(false, gone...)
-	}
+	s.indexIDs(false, gone...)
 	return nil
 }
 

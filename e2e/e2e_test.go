@@ -43,7 +43,6 @@ func logger(t testing.TB) *slog.Logger {
 // runningHub is a hub started for a test.
 type runningHub struct {
 	*testhub.Hub
-	h      *hub.Hub
 	client *hubclient.Client
 }
 
@@ -83,7 +82,7 @@ func startHubFront(t testing.TB, cfg hub.Config, addr string, fcfg mcpfront.Conf
 		fcfg.ProgressEvery = 200 * time.Millisecond
 	}
 	th := testhub.Start(t, cfg, testhub.Options{Addr: addr, Handler: func(h *hub.Hub) http.Handler { return mountHub(h, fcfg) }})
-	return &runningHub{Hub: th, h: th.Hub, client: hubclient.New(th.URL(), adminToken)}
+	return &runningHub{Hub: th, client: hubclient.New(th.URL(), adminToken)}
 }
 
 // device is an enrolled agent with its own directories.

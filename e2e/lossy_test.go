@@ -139,7 +139,7 @@ func TestLostResponses(t *testing.T) {
 			var propose proposeFunc
 			if path == "MCP" {
 				eventually(t, room+" in the directory", func() bool {
-					rs, err := h.h.Rooms(context.Background(), "proj-a")
+					rs, err := h.Rooms(context.Background(), "proj-a")
 					return err == nil && slices.ContainsFunc(rs, func(r hubapi.DirectoryRoom) bool { return r.RoomID == room })
 				})
 				propose = mcpProposer(t, proxy.URL(), tok.Token)

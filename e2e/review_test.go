@@ -91,7 +91,7 @@ func TestProposalReviewEvent(t *testing.T) {
 	}()
 	// Decide only once the long poll is parked at the hub: the decision's
 	// event must wake it (one stored first would merely be read).
-	eventually(t, "the long poll parked", func() bool { return h.h.ProposalWaits() == 1 })
+	eventually(t, "the long poll parked", func() bool { return h.ProposalWaits() == 1 })
 	select {
 	case a := <-got:
 		t.Fatalf("the long poll answered before the owner decided: %+v %v", a.st, a.err)
@@ -143,7 +143,7 @@ func TestProposalReviewEvent(t *testing.T) {
 		st, err := h.client.WaitProposal(ctx, dv.id, second.ProposalID, 30*time.Second)
 		got <- answer{st, err, time.Now()}
 	}()
-	eventually(t, "the second long poll parked", func() bool { return h.h.ProposalWaits() == 1 })
+	eventually(t, "the second long poll parked", func() bool { return h.ProposalWaits() == 1 })
 	if _, err := owner.DeclineProposal(ctx, second.ProposalID); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func BenchmarkApprovalLatency(b *testing.B) {
 			}
 			done <- time.Now()
 		}()
-		eventually(b, "the long poll parked", func() bool { return h.h.ProposalWaits() == 1 })
+		eventually(b, "the long poll parked", func() bool { return h.ProposalWaits() == 1 })
 		clicked := time.Now()
 		if _, err := dv.d.Store().ApproveProposal(ctx, pr.ProposalID, relay.ContentHash(files)); err != nil {
 			b.Fatal(err)

@@ -178,10 +178,13 @@ func TestMetricsScrape(t *testing.T) {
 	// the code counted is the one the hub sent.
 	old := dialAgent(t, th.wsURL(), tok, dev)
 	th.waitMetric("roomrelay_hub_sessions", "", 1)
+	// Online, not only registered: of two sessions setting up at once the
+	// one whose presence write lands last wins, whichever dialed first.
+	th.waitState(dev, hubapi.StateOnline)
 	dropped := dialAgent(t, th.wsURL(), tok, dev)
 	th.waitMetric("roomrelay_hub_sessions_closed_total", "code=4009", 1)
-	if code, _ := readClose(t, old.conn); code != relay.CloseReplaced {
-		t.Fatalf("older session closed with %d, want %d", code, relay.CloseReplaced)
+	if code, txt := readClose(t, old.conn); code != relay.CloseReplaced {
+		t.Fatalf("older session closed with %d %q, want %d", code, txt, relay.CloseReplaced)
 	}
 	dropped.conn.UnderlyingConn().Close()
 	th.waitMetric("roomrelay_hub_sessions_closed_total", "code=1006", 1)

@@ -133,17 +133,19 @@ async function smoke(files) {
   const root = TR.create(React.createElement(entry.default));
   await advance(0);
   await advance(3000);
+  // One walk of the rendered tree counts its elements and collects their
+  // onClick handlers in tree order, as the Go sandbox does.
   let elements = 0;
+  const handlers = [];
   (function walk(n) {
     if (n == null) return;
     if (Array.isArray(n)) return n.forEach(walk);
-    if (typeof n === "object") { elements++; walk(n.children); }
+    if (typeof n === "object") {
+      elements++;
+      if (n.props && typeof n.props.onClick === "function") handlers.push(n.props.onClick);
+      walk(n.children);
+    }
   })(root.toJSON());
-  const handlers = [];
-  root.root.findAll((n) => {
-    if (typeof n.type === "string" && typeof n.props.onClick === "function") handlers.push(n.props.onClick);
-    return false;
-  });
   for (const h of handlers) {
     // One batch per click, as React DOM does and as the Go sandbox does.
     TR.unstable_batchedUpdates(() => h({ type: "click", preventDefault() {}, stopPropagation() {}, target: {}, currentTarget: {} }));

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dop251/goja"
 	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/roomrelay/roomrelay/sandbox"
@@ -43,6 +44,10 @@ type Bundle struct {
 	mapOnce   sync.Once
 	sourceMap []byte
 	mapErr    error
+
+	progOnce sync.Once // compile
+	prog     *goja.Program
+	progErr  error
 }
 
 // BuildError is a failed build; Messages holds every error esbuild reported.

@@ -113,14 +113,26 @@ func (r *run) throw(err error) {
 	panic(r.vm.NewGoError(err))
 }
 
-// loadSnippet compiles and runs the bundle; its require sees only
+// compile parses and compiles the bundle's code for goja once; a
+// *goja.Program is immutable, so it may be compiled on the goroutine that
+// built the bundle while the runtime that will run it is still being
+// prepared on another.
+func (b *Bundle) compile() (*goja.Program, error) {
+	b.progOnce.Do(func() {
+		ast, err := goja.Parse(bundleName, moduleHead+b.Code+"\n})", parser.WithSourceMapLoader(refuseSourceMap))
+		if err != nil {
+			b.progErr = err
+			return
+		}
+		b.prog, b.progErr = goja.CompileAST(ast, false)
+	})
+	return b.prog, b.progErr
+}
+
+// loadSnippet runs the compiled bundle; its require sees only
 // AllowedModules.
 func (r *run) loadSnippet() (goja.Value, error) {
-	ast, err := goja.Parse(bundleName, moduleHead+r.bundle.Code+"\n})", parser.WithSourceMapLoader(refuseSourceMap))
-	if err != nil {
-		return nil, err
-	}
-	prog, err := goja.CompileAST(ast, false)
+	prog, err := r.bundle.compile()
 	if err != nil {
 		return nil, err
 	}

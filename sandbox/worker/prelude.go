@@ -116,14 +116,6 @@ function render(React, TR, App) {
   return TR.create(React.createElement(App));
 }
 function toJSON(root) { return root.toJSON(); }
-function clickHandlers(root) {
-  var out = [];
-  root.root.findAll(function (node) {
-    if (typeof node.type === "string" && node.props && typeof node.props.onClick === "function") out[out.length] = node.props.onClick;
-    return false;
-  });
-  return out;
-}
 // React DOM runs a click's handlers in one batch, so their setState calls
 // render once; the test renderer's legacy root renders after each of them
 // unless it is asked to batch.
@@ -136,7 +128,7 @@ function click(TR, handler) {
   TR.unstable_batchedUpdates(function () { handler(ev); });
 }
 function unmount(root) { root.unmount(); }
-return { render: render, toJSON: toJSON, clickHandlers: clickHandlers, click: click, unmount: unmount };
+return { render: render, toJSON: toJSON, click: click, unmount: unmount };
 })`
 
 // sdkSource is the room SDK module a snippet may import as SDKModule. Its

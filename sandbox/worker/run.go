@@ -4,7 +4,6 @@ import (
 	"errors"
 	"runtime"
 	"runtime/metrics"
-	"strconv"
 	"sync"
 	"time"
 
@@ -79,6 +78,11 @@ func (r *run) prepare() error {
 	}
 	var err error
 	if r.react, err = r.require("react"); err != nil {
+		return err
+	}
+	// Every snippet with JSX needs the JSX runtime: loading it here takes
+	// it off the request's path.
+	if _, err = r.require("react/jsx-runtime"); err != nil {
 		return err
 	}
 	r.renderer, err = r.require("react-test-renderer")
@@ -189,6 +193,7 @@ func (r *run) smoke() *sandbox.Result {
 // it learns.
 func (r *run) steps(res *sandbox.Result) []step {
 	var exports, app, root goja.Value
+	var handlers []goja.Value
 	advance := func(ms int64) func() error {
 		return func() error { return r.clock.advance(ms) }
 	}
@@ -214,13 +219,14 @@ func (r *run) steps(res *sandbox.Result) []step {
 		{sandbox.PhaseEffects, func() error {
 			tree, err := r.helper("toJSON", root)
 			if err == nil {
-				res.Render = summarize(tree)
+				res.Render, handlers = summarize(tree)
 			}
 			return err
 		}},
 
-		// Events: every onClick once, with the timers run after each.
-		{sandbox.PhaseEvents, func() error { return r.clickAll(root, res) }},
+		// Events: every onClick in that tree once, with the timers run
+		// after each.
+		{sandbox.PhaseEvents, func() error { return r.clickAll(handlers, res) }},
 		{sandbox.PhaseEvents, advance(settle)},
 		{sandbox.PhaseEvents, r.checkRejections},
 
@@ -231,20 +237,11 @@ func (r *run) steps(res *sandbox.Result) []step {
 	}
 }
 
-// clickAll invokes every host element's onClick handler once, in tree
+// clickAll invokes the host elements' onClick handlers once each, in tree
 // order, running the timers due right after each.
-func (r *run) clickAll(root goja.Value, res *sandbox.Result) error {
-	handlers, err := r.helper("clickHandlers", root)
-	if err != nil {
-		return err
-	}
-	hs, _ := handlers.(*goja.Object)
-	n := 0
-	if hs != nil {
-		n = int(hs.Get("length").ToInteger())
-	}
-	for i := 0; i < n; i++ {
-		if _, err := r.helper("click", r.renderer, hs.Get(strconv.Itoa(i))); err != nil {
+func (r *run) clickAll(handlers []goja.Value, res *sandbox.Result) error {
+	for _, h := range handlers {
+		if _, err := r.helper("click", r.renderer, h); err != nil {
 			return err
 		}
 		res.Clicks++

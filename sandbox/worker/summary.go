@@ -10,10 +10,13 @@ import (
 )
 
 // summarize counts host elements and text in the test renderer's JSON tree,
-// reading only plain data properties. Strings are told apart by type, not
-// by Export, which would copy every object's whole subtree into Go maps.
-func summarize(tree goja.Value) *sandbox.RenderSummary {
+// reading only plain data properties, and returns the elements' onClick
+// handlers in tree order (what a click phase clicks: the same walk, so no
+// second pass over the tree). Strings are told apart by type, not by
+// Export, which would copy every object's whole subtree into Go maps.
+func summarize(tree goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 	s := &sandbox.RenderSummary{Elements: map[string]int{}}
+	var handlers []goja.Value
 	var walk func(v goja.Value, depth int)
 	walk = func(v goja.Value, depth int) {
 		if v == nil || goja.IsNull(v) || goja.IsUndefined(v) || depth > 200 {
@@ -37,9 +40,16 @@ func summarize(tree goja.Value) *sandbox.RenderSummary {
 		if t := exportString(o.Get("type")); t != "" {
 			s.Elements[t]++
 			s.ElementCount++
+			if props, ok := o.Get("props").(*goja.Object); ok {
+				if h := props.Get("onClick"); h != nil {
+					if _, ok := goja.AssertFunction(h); ok {
+						handlers = append(handlers, h)
+					}
+				}
+			}
 		}
 		walk(o.Get("children"), depth+1)
 	}
 	walk(tree, 0)
-	return s
+	return s, handlers
 }

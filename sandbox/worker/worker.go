@@ -119,6 +119,10 @@ func smokeFiles(files map[string]string, exec func(*Bundle) (*sandbox.Result, bo
 		res.DurationMS = millis(time.Since(start))
 		return res, false
 	}
+	// Compiling here overlaps with the runner still preparing the runtime
+	// when requests come back to back; a compile error is reported by the
+	// run's load step, as before.
+	_, _ = b.compile()
 	res, recycle := exec(b)
 	res.DurationMS = millis(time.Since(start))
 	return res, recycle

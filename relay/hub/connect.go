@@ -73,6 +73,14 @@ func (h *Hub) authAgent(ctx context.Context, r *http.Request) (*deviceRec, uint6
 		id = tr.DeviceID
 		h.tokenDevs.put(key, id)
 	}
+	if d, rev, ok := h.devMirror.get(id); ok {
+		h.metrics.connectRead("mirror")
+		if d.Revoked {
+			return nil, 0, errRevokedToken
+		}
+		return d, rev, nil
+	}
+	h.metrics.connectRead("bucket")
 	d, rev, err := getJSON[deviceRec](ctx, h.st.devices, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, errBadToken
@@ -105,8 +113,9 @@ func (h *Hub) recordHello(ctx context.Context, d *deviceRec, rev uint64, hello *
 	if !d.LastSeen.IsZero() && next.AgentVersion == d.AgentVersion && next.OS == d.OS && samePolicy(next.Policy, d.Policy) {
 		return d, nil
 	}
-	_, err := h.st.devices.Update(ctx, d.ID, mustJSON(&next), rev)
+	nrev, err := h.st.devices.Update(ctx, d.ID, mustJSON(&next), rev)
 	if err == nil {
+		h.devMirror.put(cloneDevice(&next), nrev)
 		return &next, nil
 	}
 	if !isRevMismatch(err) {
@@ -149,6 +158,17 @@ func (h *Hub) noteRevoked(dev string) []*session {
 	}
 	h.revoked[dev] = now
 	return slices.Clone(h.byDev[dev])
+}
+
+// closeRevoked applies a revoke on this node: the device's cached access
+// goes, its sessions here close, and sessions still setting up are refused
+// (noteRevoked). The revoke message and the device watch both call it;
+// the second call finds nothing left to close.
+func (h *Hub) closeRevoked(dev string) {
+	h.devs.forget(dev)
+	for _, s := range h.noteRevoked(dev) {
+		s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
+	}
 }
 
 // flushSubs waits until the NATS server has processed this connection's

@@ -209,22 +209,19 @@ func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
 				continue
 			}
 			dev := deviceFromCtl(m.Subject)
-			if c.Op == "revoke" || c.Op == "changed" {
+			if c.Op == "revoke" {
+				h.closeRevoked(dev)
+				continue
+			}
+			if c.Op == "changed" {
 				h.devs.forget(dev)
 			}
-			var local []*session
-			if c.Op == "revoke" {
-				local = h.noteRevoked(dev) // also refuses sessions still setting up
-			} else {
-				local = h.localSessions(dev)
-			}
+			local := h.localSessions(dev)
 			if c.Op == "kick" && len(local) > 0 {
 				h.newest.kicked(dev, c.Epoch) // before reading epochs: see newest
 			}
 			for _, s := range local {
 				switch c.Op {
-				case "revoke":
-					s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
 				case "cancel":
 					s.cancelCommand(c.Command)
 				case "kick":

@@ -38,14 +38,15 @@ type Hub struct {
 	cmdCh  chan *nats.Msg // deliveries of every session's command subscription
 
 	upgrader  websocket.Upgrader
-	enrollLim *failLimiter // failed enrollments per client address (this node)
-	uses      tokenUse     // when this node last recorded each client token's use
-	dir       *mirror      // this node's copy of the room directory
-	nodes     nodeTable    // which hub nodes are alive
-	replies   replyMux     // answers to this node's command requests
-	newest    newest       // which of a device's sessions is the newest
-	setupWork workPool     // connect-time work off the sockets' stacks (session.go)
-	tokenDevs tokenCache   // device token hash → device id (connect.go)
+	enrollLim *failLimiter  // failed enrollments per client address (this node)
+	uses      tokenUse      // when this node last recorded each client token's use
+	dir       *mirror       // this node's copy of the room directory
+	devMirror *deviceMirror // this node's copy of the device records (devmirror.go)
+	nodes     nodeTable     // which hub nodes are alive
+	replies   replyMux      // answers to this node's command requests
+	newest    newest        // which of a device's sessions is the newest
+	setupWork workPool      // connect-time work off the sockets' stacks (session.go)
+	tokenDevs tokenCache    // device token hash → device id (connect.go)
 	mux       *http.ServeMux
 	metrics   *metrics // this node's Prometheus registry (metrics.go)
 
@@ -79,6 +80,7 @@ func New(cfg Config) (*Hub, error) {
 		bySub:     make(map[*nats.Subscription]*session),
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
+		devMirror: newDeviceMirror(),
 		setupWork: newWorkPool(),
 	}
 	h.devs = newDeviceCache(c.DeviceCacheTTL, c.Now)
@@ -205,6 +207,10 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("hub: watch the room directory: %w", err)
 	}
+	devWatch, err := h.st.devices.WatchAll(loopCtx)
+	if err != nil {
+		return fmt.Errorf("hub: watch the device records: %w", err)
+	}
 	nodeWatch, err := h.st.nodes.WatchAll(loopCtx)
 	if err != nil {
 		return fmt.Errorf("hub: watch node liveness: %w", err)
@@ -221,7 +227,12 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
 	wg.Go(func() { h.refreshLoop(loopCtx) })
 	wg.Go(func() { h.watchDirectory(loopCtx, dirWatch) })
+	wg.Go(func() { h.watchDevices(loopCtx, devWatch) })
 	h.setupWork.run(loopCtx, setupWorkers, &wg)
+	// After a restart the whole fleet reconnects at once: with the device
+	// records in memory first, those connects read no bucket. Bounded, so a
+	// slow replay of a big bucket only costs reads, not readiness.
+	h.devMirror.waitLive(ctx, mirrorWait)
 
 	h.runCtx = ctx
 	close(h.ready)

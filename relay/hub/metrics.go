@@ -33,6 +33,7 @@ type metrics struct {
 	commandSeconds *prometheus.HistogramVec // command
 	enrollments    *prometheus.CounterVec   // outcome
 	kvErrors       *prometheus.CounterVec   // bucket, op
+	connectReads   *prometheus.CounterVec   // source
 }
 
 // commandBuckets span a local round trip (under a millisecond) to
@@ -72,14 +73,25 @@ func newMetrics(h *Hub) *metrics {
 			Name: "roomrelay_hub_kv_errors_total",
 			Help: "Failed KV operations (not counting key not found or a lost compare-and-set), by bucket and op.",
 		}, []string{"bucket", "op"}),
+		connectReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomrelay_hub_connect_device_reads_total",
+			Help: "Device records read to authenticate an agent's connect, by source: mirror (this node's copy, kept by a watch) or bucket (rr_devices, when the mirror does not hold the device).",
+		}, []string{"source"}),
 	}
 	for _, o := range enrollOutcomes {
 		m.enrollments.WithLabelValues(o)
 	}
+	for _, src := range []string{"mirror", "bucket"} {
+		m.connectReads.WithLabelValues(src)
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors,
+		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "roomrelay_hub_mirrored_devices",
+			Help: "Device records in this node's mirror of rr_devices (0 while its watch is not live).",
+		}, func() float64 { return float64(h.devMirror.len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_sessions",
 			Help: "Agent sessions on this node now (connected devices; a device taking over from an older session briefly counts twice).",
@@ -131,6 +143,8 @@ func (h *Hub) readyConn() *nats.Conn {
 }
 
 func (m *metrics) sessionOpened() { m.sessionsOpened.Inc() }
+
+func (m *metrics) connectRead(source string) { m.connectReads.WithLabelValues(source).Inc() }
 
 // sessionClosed counts a session's end: the close code this node sent if it
 // closed the session, else the one the agent sent, else 1006 (no close

@@ -1,0 +1,164 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+const connectReads = "roomrelay_hub_connect_device_reads_total"
+
+// TestConnectReadsTheDeviceMirror: once the watch holds a device, its
+// agent's connect costs no read of rr_devices; a device the mirror does not
+// hold is read from the bucket and still connects.
+func TestConnectReadsTheDeviceMirror(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
+
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	th.roundTrip(dev)
+	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 1})
+	a.conn.Close()
+	th.waitState(dev, hubapi.StateOffline)
+
+	// As for a device enrolled a moment ago on another node, before the
+	// watch delivered it.
+	th.devMirror.remove(dev, 1<<62)
+	b := dialAgent(t, th.wsURL(), tok, dev)
+	b.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	th.roundTrip(dev)
+	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 1, "source=mirror": 1})
+}
+
+// TestRestartedHubReadsTheMirror: a restarted hub is ready only once its
+// mirror holds the enrolled devices, so the fleet's reconnect reads no
+// device record from the bucket.
+func TestRestartedHubReadsTheMirror(t *testing.T) {
+	dir := t.TempDir()
+	first := startHub(t, Config{DataDir: dir})
+	dev, tok := first.enroll("p1")
+	first.stop()
+
+	th := startHub(t, Config{DataDir: dir})
+	if n := th.devMirror.len(); n != 1 {
+		t.Fatalf("ready with %d devices in the mirror, want 1", n)
+	}
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 1})
+}
+
+// TestDeviceWatchClosesRevokedSessions: a revoke whose message never
+// reached this node (written straight to the bucket here) still closes the
+// device's session, through the watch, and the next dial is refused from
+// the mirror.
+func TestDeviceWatchClosesRevokedSessions(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+
+	if err := th.st.revokeDevice(context.Background(), dev, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if code, reason := a.closeCode(); code != relay.CloseRevoked {
+		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)
+	}
+	_, resp, err := dialRaw(th.wsURL(), tok, []string{relay.Subprotocol})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("revoked device dial: %v %v", err, resp)
+	}
+	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 2})
+}
+
+// TestDeviceMirrorOrder: only a newer revision replaces an entry, a delete
+// older than the entry leaves it, a revoke is reported once, readers get
+// copies, and a mirror that is not live holds nothing.
+func TestDeviceMirrorOrder(t *testing.T) {
+	m := newDeviceMirror()
+	rec := func(os string, revoked bool) *deviceRec {
+		return &deviceRec{ID: "d1", OS: os, Revoked: revoked, Projects: []string{"p1"},
+			Policy: []relay.ProjectPolicy{{Project: "p1", Commands: []string{relay.CmdReadRoom}}}}
+	}
+	m.put(rec("linux", false), 5)
+	if _, _, ok := m.get("d1"); ok {
+		t.Fatal("a mirror whose initial values are not in answered")
+	}
+	m.setLive(true)
+	m.put(rec("older", false), 3)
+	d, rev, ok := m.get("d1")
+	if !ok || rev != 5 || d.OS != "linux" {
+		t.Fatalf("after an older put: %+v rev %d %v; want linux at 5", d, rev, ok)
+	}
+	d.Projects[0], d.Policy[0].Commands[0] = "changed", "changed"
+	if d, _, _ := m.get("d1"); d.Projects[0] != "p1" || d.Policy[0].Commands[0] != relay.CmdReadRoom {
+		t.Fatalf("a reader changed the mirror: %+v", d)
+	}
+	m.remove("d1", 4)
+	if _, _, ok := m.get("d1"); !ok {
+		t.Fatal("a delete older than the entry removed it")
+	}
+	if !m.put(rec("linux", true), 6) {
+		t.Fatal("a revoke was not reported")
+	}
+	if m.put(rec("linux", true), 7) {
+		t.Fatal("an already revoked record was reported again")
+	}
+	m.remove("d1", 8)
+	if _, _, ok := m.get("d1"); ok {
+		t.Fatal("a newer delete left the entry")
+	}
+	m.put(rec("linux", false), 9)
+	m.setLive(false)
+	if _, _, ok := m.get("d1"); ok || m.len() != 0 {
+		t.Fatal("a mirror whose watch ended still answers")
+	}
+}
+
+// BenchmarkDeviceMirrorMemory reports what the mirror holds per enrolled
+// device (a record with one project and one command, decoded as the watch
+// decodes it), the memory every node spends per device, connected or not:
+//
+//	go test -run '^$' -bench DeviceMirrorMemory -benchtime 1x ./relay/hub
+func BenchmarkDeviceMirrorMemory(b *testing.B) {
+	const n = 10_000
+	now := time.Now().UTC()
+	var perDevice float64
+	for range b.N {
+		m := newDeviceMirror()
+		m.setLive(true)
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.HeapAlloc
+		for i := range n {
+			raw := mustJSON(&deviceRec{ID: fmt.Sprintf("d-%016x", i), Name: "bench", OS: "linux", Projects: []string{"p1"},
+				CreatedAt: now, TokenHash: fmt.Sprintf("%064x", i), AgentVersion: "roomrelay 0.1.0", LastSeen: now,
+				Policy: []relay.ProjectPolicy{{Project: "p1", Commands: []string{relay.CmdReadRoom}}}})
+			rec := new(deviceRec)
+			if err := json.Unmarshal(raw, rec); err != nil {
+				b.Fatal(err)
+			}
+			m.put(rec, uint64(i+1))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		perDevice = float64(ms.HeapAlloc-before) / n
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(perDevice, "B/device")
+}

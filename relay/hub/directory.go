@@ -69,6 +69,9 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 	if err := h.dirReady(ctx); err != nil {
 		return fmt.Errorf("room directory not loaded: %w", err)
 	}
+	if h.dir.sameAs(d.ID, want) {
+		return nil // a reconnect: nothing changed, nothing to copy
+	}
 	have := h.dir.ofDevice(d.ID)
 	var errs []error
 	for k := range have {
@@ -191,6 +194,23 @@ func (m *mirror) ofDevice(dev string) map[string]string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return maps.Clone(m.devs[dev])
+}
+
+// sameAs reports whether the device's entries are exactly want's keys with
+// want's names.
+func (m *mirror) sameAs(dev string, want map[string]roomRec) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	have := m.devs[dev]
+	if len(have) != len(want) {
+		return false
+	}
+	for k, rec := range want {
+		if name, ok := have[k]; !ok || name != rec.Name {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *mirror) put(rec roomRec) {

@@ -225,6 +225,38 @@ func TestDirectoryChangesBackToBack(t *testing.T) {
 	}
 }
 
+// TestDirectoryUnchangedWritesNothing: a hello repeating the device's rooms
+// writes no directory entry; a renamed room is written.
+func TestDirectoryUnchangedWritesNothing(t *testing.T) {
+	th := startHub(t, Config{})
+	ctx := context.Background()
+	dev, _ := th.enroll("p1")
+	d, _, err := getJSON[deviceRec](ctx, th.st.devices, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := roomKey("p1", "r1", dev)
+	set := func(name string) (uint64, string) {
+		t.Helper()
+		if err := th.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "r1", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := th.st.rooms.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, _, _ := getJSON[roomRec](ctx, th.st.rooms, k)
+		return e.Revision(), rec.Name
+	}
+	rev, _ := set("Standup")
+	if again, _ := set("Standup"); again != rev {
+		t.Errorf("the same rooms again rewrote the entry (revision %d → %d)", rev, again)
+	}
+	if renamed, name := set("Retro"); renamed == rev || name != "Retro" {
+		t.Errorf("a renamed room: revision %d → %d, name %q; want a new revision named Retro", rev, renamed, name)
+	}
+}
+
 // drainFrame waits for the agent's connection to end and returns the drain
 // frame it got, if any.
 func drainFrame(t *testing.T, a *fakeAgent) (*relay.Drain, int) {

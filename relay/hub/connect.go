@@ -161,11 +161,12 @@ func (h *Hub) noteRevoked(dev string) []*session {
 }
 
 // closeRevoked applies a revoke on this node: the device's cached access
-// goes, its sessions here close, and sessions still setting up are refused
-// (noteRevoked). The revoke message and the device watch both call it;
+// goes, its mirrored record is marked revoked, its sessions here close, and
+// sessions still setting up are refused (noteRevoked). The revoke message and the device watch both call it;
 // the second call finds nothing left to close.
 func (h *Hub) closeRevoked(dev string) {
 	h.devs.forget(dev)
+	h.devMirror.markRevoked(dev)
 	for _, s := range h.noteRevoked(dev) {
 		s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
 	}

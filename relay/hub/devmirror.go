@@ -21,11 +21,12 @@ import (
 //     before the initial values arrived) is read from the bucket;
 //   - once the watch ends the mirror empties and every connect reads the
 //     bucket, as before;
-//   - a revoke is enforced as before by the revoke message (which refuses
-//     sessions still setting up on every node) and by presence, which needs
-//     NATS; the watch adds a third path: a record it sees flip to revoked
-//     closes the device's sessions here, so a lost revoke message no longer
-//     leaves a session open.
+//   - a revoke reaches it twice: the revoke message marks the entry revoked
+//     (and refuses sessions still setting up, as before), so a stalled watch
+//     cannot let the device back in; the watch delivers the revoked record,
+//     which closes the device's sessions here, so a lost revoke message no
+//     longer leaves a session open. A revoke is final: no later record
+//     clears the mark.
 //
 // Each entry is stored with its KV revision, and only a newer revision
 // replaces it, so this node's own write (recordHello writes through) is not
@@ -103,8 +104,29 @@ func (m *deviceMirror) put(rec *deviceRec, rev uint64) (revoked bool) {
 	if !ok && len(m.recs) >= maxMirroredDevices {
 		return rec.Revoked
 	}
+	if ok && old.rec.Revoked && !rec.Revoked {
+		r := *rec
+		r.Revoked, r.RevokedAt = true, old.rec.RevokedAt
+		rec = &r
+	}
 	m.recs[rec.ID] = mirroredDevice{rec: rec, rev: rev}
 	return rec.Revoked && (!ok || !old.rec.Revoked)
+}
+
+// markRevoked records a revoke this node heard of (the revoke message) in
+// the device's entry, so the mirror refuses the device even if its watch
+// stalled before the revoked record arrived. A revoke is final (the device
+// enrolls again under a new id), so put keeps the mark too.
+func (m *deviceMirror) markRevoked(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.recs[id]
+	if !ok || e.rec.Revoked {
+		return
+	}
+	r := *e.rec
+	r.Revoked = true
+	m.recs[id] = mirroredDevice{rec: &r, rev: e.rev}
 }
 
 // remove drops the device's entry unless it is newer than rev (a delete's

@@ -85,6 +85,42 @@ func TestDeviceWatchClosesRevokedSessions(t *testing.T) {
 	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 2})
 }
 
+// TestRevokeMessageMarksTheMirror: the revoke message alone (its record
+// never reached this node's watch, as with a stalled watch) marks the
+// mirrored record revoked, so the device is refused at the door, and still
+// is once this node's short memory of recent revokes has forgotten it.
+func TestRevokeMessageMarksTheMirror(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
+	if err := th.nc.Publish(ctlSubject(dev), mustJSON(ctlMsg{Op: "revoke"})); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the revoke message to arrive", func() bool {
+		d, _, _ := th.devMirror.get(dev)
+		return d != nil && d.Revoked
+	})
+	th.mu.Lock()
+	delete(th.revoked, dev) // as revokeMemory after the revoke
+	th.mu.Unlock()
+	_, resp, err := dialRaw(th.wsURL(), tok, []string{relay.Subprotocol})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("dial after a revoke message: %v %v, want 401", err, resp)
+	}
+	// The record itself says revoked later; the mark stays either way.
+	if err := th.st.revokeDevice(context.Background(), dev, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the watch to deliver the revoked record", func() bool {
+		_, rev, _ := th.devMirror.get(dev)
+		e, err := th.st.devices.Get(context.Background(), dev)
+		return err == nil && rev == e.Revision()
+	})
+	if d, _, _ := th.devMirror.get(dev); !d.Revoked || d.RevokedAt.IsZero() {
+		t.Fatalf("mirrored record after the revoked one arrived: %+v", d)
+	}
+}
+
 // TestDeviceMirrorOrder: only a newer revision replaces an entry, a delete
 // older than the entry leaves it, a revoke is reported once, readers get
 // copies, and a mirror that is not live holds nothing.
@@ -118,11 +154,18 @@ func TestDeviceMirrorOrder(t *testing.T) {
 	if m.put(rec("linux", true), 7) {
 		t.Fatal("an already revoked record was reported again")
 	}
-	m.remove("d1", 8)
+	if m.put(rec("linux", false), 8); !func() bool { d, _, _ := m.get("d1"); return d.Revoked }() {
+		t.Fatal("a later record undid a revoke")
+	}
+	m.remove("d1", 9)
 	if _, _, ok := m.get("d1"); ok {
 		t.Fatal("a newer delete left the entry")
 	}
-	m.put(rec("linux", false), 9)
+	m.put(rec("linux", false), 10)
+	m.markRevoked("d1")
+	if d, _, _ := m.get("d1"); !d.Revoked {
+		t.Fatal("markRevoked left the entry unrevoked")
+	}
 	m.setLive(false)
 	if _, _, ok := m.get("d1"); ok || m.len() != 0 {
 		t.Fatal("a mirror whose watch ended still answers")

@@ -35,6 +35,7 @@ type deviceMirror struct {
 	mu     sync.RWMutex
 	live   bool          // the watch delivered its initial values and has not ended
 	liveCh chan struct{} // closed the first time live is set
+	loads  int           // times a watch's initial values made it live
 	recs   map[string]mirroredDevice
 }
 
@@ -139,6 +140,16 @@ func (m *deviceMirror) remove(id string, rev uint64) {
 	}
 }
 
+// loadCount is how many times the mirror was loaded from a new watch.
+func (m *deviceMirror) loadCount() int {
+	if m == nil {
+		return 0
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.loads
+}
+
 // len is the number of records held (0 while not live, or for no mirror:
 // a Hub made by hand in a test).
 func (m *deviceMirror) len() int {
@@ -154,6 +165,7 @@ func (m *deviceMirror) setLive(live bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if live && !m.live {
+		m.loads++
 		select {
 		case <-m.liveCh:
 		default:
@@ -166,21 +178,49 @@ func (m *deviceMirror) setLive(live bool) {
 	}
 }
 
-// watchDevices keeps h.devMirror in step with rr_devices until ctx ends. A
-// record seen revoked closes the device's sessions on this node, as the
-// revoke message does.
+// watchDevices keeps h.devMirror in step with rr_devices until ctx ends.
+// A watch can stall when the NATS server restarts (its consumer is gone and
+// the client takes tens of seconds to notice), so after every NATS
+// reconnect the mirror starts over from a new watch: until its initial
+// values are in, connects read the bucket.
 func (h *Hub) watchDevices(ctx context.Context, w jetstream.KeyWatcher) {
-	defer w.Stop()
 	defer h.devMirror.setLive(false)
+	for {
+		if !h.followDevices(ctx, w) {
+			return
+		}
+		h.devMirror.setLive(false)
+		for {
+			var err error
+			if w, err = h.st.devices.WatchAll(ctx); err == nil {
+				break
+			}
+			h.log.Warn("watch the device records again", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// followDevices applies one watch's updates. It returns true when the
+// watch is to be replaced (NATS reconnected), false when ctx ended or the
+// watch ended on its own (logged; connects then read the bucket).
+func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher) bool {
+	defer w.Stop()
 	initial := true
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-h.natsBack:
+			return true
 		case e, ok := <-w.Updates():
 			if !ok {
 				h.log.Error("device watch ended; connects on this node read device records from the bucket")
-				return
+				return false
 			}
 			if e == nil { // the initial values are in
 				initial = false
@@ -197,8 +237,11 @@ func (h *Hub) watchDevices(ctx context.Context, w jetstream.KeyWatcher) {
 				h.devMirror.remove(e.Key(), e.Revision()+1)
 				continue
 			}
-			// Before the initial values are in, no session runs here yet.
-			if h.devMirror.put(rec, e.Revision()) && !initial {
+			// A revoked record closes the device's sessions here. In a
+			// watch's initial values only a device with a session here is
+			// looked at: at start there is none, and after a reconnect
+			// every revoked device ever would otherwise be noted again.
+			if h.devMirror.put(rec, e.Revision()) && (!initial || len(h.localSessions(rec.ID)) > 0) {
 				h.closeRevoked(rec.ID)
 			}
 		}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -83,6 +86,49 @@ func TestDeviceWatchClosesRevokedSessions(t *testing.T) {
 		t.Fatalf("revoked device dial: %v %v", err, resp)
 	}
 	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 2})
+}
+
+// TestDeviceMirrorFollowsANATSRestart: after the NATS server restarts, the
+// mirror is loaded again from a new watch (the old one would stall for tens
+// of seconds) and follows the bucket: a revoke written straight to it (no
+// revoke message) closes the device's session.
+func TestDeviceMirrorFollowsANATSRestart(t *testing.T) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	ns := startNATS(t, opts)
+	opts.Port = ns.Addr().(*net.TCPAddr).Port
+	th := startHub(t, Config{NATSURL: ns.ClientURL()})
+	dev, tok := th.enroll("p1")
+	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	th.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	startNATS(t, opts) // same port and store
+	th.waitMetric("roomrelay_hub_nats_connected", "", 1)
+	// A new watch, not the old one's slow recovery.
+	th.waitMetric("roomrelay_hub_device_mirror_loads_total", "", 2)
+	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		// JetStream may still be recovering its streams: retry the write.
+		err := th.st.revokeDevice(ctx, dev, time.Now())
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("revoke after the restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, reason := a.closeCode(); code != relay.CloseRevoked {
+		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)
+	}
+	th.stop() // while NATS is up: cleanups would stop this server first
 }
 
 // TestRevokeMessageMarksTheMirror: the revoke message alone (its record

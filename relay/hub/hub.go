@@ -42,6 +42,7 @@ type Hub struct {
 	uses      tokenUse      // when this node last recorded each client token's use
 	dir       *mirror       // this node's copy of the room directory
 	devMirror *deviceMirror // this node's copy of the device records (devmirror.go)
+	natsBack  chan struct{} // a NATS reconnect happened (watchDevices starts over)
 	nodes     nodeTable     // which hub nodes are alive
 	replies   replyMux      // answers to this node's command requests
 	newest    newest        // which of a device's sessions is the newest
@@ -81,6 +82,7 @@ func New(cfg Config) (*Hub, error) {
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
 		devMirror: newDeviceMirror(),
+		natsBack:  make(chan struct{}, 1),
 		setupWork: newWorkPool(),
 	}
 	h.devs = newDeviceCache(c.DeviceCacheTTL, c.Now)

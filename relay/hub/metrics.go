@@ -92,6 +92,10 @@ func newMetrics(h *Hub) *metrics {
 			Name: "roomrelay_hub_mirrored_devices",
 			Help: "Device records in this node's mirror of rr_devices (0 while its watch is not live).",
 		}, func() float64 { return float64(h.devMirror.len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "roomrelay_hub_device_mirror_loads_total",
+			Help: "Times this node loaded its copy of rr_devices from a new watch: once at start, then after each NATS reconnect.",
+		}, func() float64 { return float64(h.devMirror.loadCount()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_sessions",
 			Help: "Agent sessions on this node now (connected devices; a device taking over from an older session briefly counts twice).",

@@ -35,7 +35,6 @@ type deviceMirror struct {
 	mu     sync.RWMutex
 	live   bool          // the watch delivered its initial values and has not ended
 	liveCh chan struct{} // closed the first time live is set
-	loads  int           // times a watch's initial values made it live
 	recs   map[string]mirroredDevice
 }
 
@@ -140,16 +139,6 @@ func (m *deviceMirror) remove(id string, rev uint64) {
 	}
 }
 
-// loadCount is how many times the mirror was loaded from a new watch.
-func (m *deviceMirror) loadCount() int {
-	if m == nil {
-		return 0
-	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.loads
-}
-
 // len is the number of records held (0 while not live, or for no mirror:
 // a Hub made by hand in a test).
 func (m *deviceMirror) len() int {
@@ -165,7 +154,6 @@ func (m *deviceMirror) setLive(live bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if live && !m.live {
-		m.loads++
 		select {
 		case <-m.liveCh:
 		default:
@@ -178,53 +166,29 @@ func (m *deviceMirror) setLive(live bool) {
 	}
 }
 
-// watchDevices keeps h.devMirror in step with rr_devices until ctx ends.
-// A watch can stall when the NATS server restarts (its consumer is gone and
-// the client takes tens of seconds to notice), so after every NATS
-// reconnect the mirror starts over from a new watch: until its initial
-// values are in, connects read the bucket.
-func (h *Hub) watchDevices(ctx context.Context, w jetstream.KeyWatcher) {
-	defer h.devMirror.setLive(false)
-	for {
-		if !h.followDevices(ctx, w) {
-			return
-		}
-		h.devMirror.setLive(false)
-		for {
-			var err error
-			if w, err = h.st.devices.WatchAll(ctx); err == nil {
-				break
-			}
-			h.log.Warn("watch the device records again", "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}
-}
-
-// followDevices applies one watch's updates. It returns true when the
-// watch is to be replaced (NATS reconnected), false when ctx ended or the
-// watch ended on its own (logged; connects then read the bucket).
-func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher) bool {
-	defer w.Stop()
+// followDevices keeps h.devMirror in step with one watch of rr_devices (a
+// follower for rewatch). A new watch empties the mirror first: until its
+// initial values are in, connects read the bucket.
+func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, _ bool) bool {
+	h.devMirror.setLive(false)
 	initial := true
 	for {
 		select {
 		case <-ctx.Done():
+			h.devMirror.setLive(false)
 			return false
-		case <-h.natsBack:
+		case <-reconnected:
 			return true
 		case e, ok := <-w.Updates():
 			if !ok {
 				h.log.Error("device watch ended; connects on this node read device records from the bucket")
+				h.devMirror.setLive(false)
 				return false
 			}
 			if e == nil { // the initial values are in
 				initial = false
 				h.devMirror.setLive(true)
+				h.metrics.copyLoaded(bucketDevices)
 				continue
 			}
 			if e.Operation() != jetstream.KeyValuePut {

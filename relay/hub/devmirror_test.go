@@ -109,7 +109,7 @@ func TestDeviceMirrorFollowsANATSRestart(t *testing.T) {
 	startNATS(t, opts) // same port and store
 	th.waitMetric("roomrelay_hub_nats_connected", "", 1)
 	// A new watch, not the old one's slow recovery.
-	th.waitMetric("roomrelay_hub_device_mirror_loads_total", "", 2)
+	th.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_devices", 2)
 	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -129,6 +129,82 @@ func TestDeviceMirrorFollowsANATSRestart(t *testing.T) {
 		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)
 	}
 	th.stop() // while NATS is up: cleanups would stop this server first
+}
+
+// TestDirectoryFollowsANATSRestart: after the NATS server restarts, node a
+// loads its room directory again from a new watch and sees what node b
+// changes: a room removed and another added.
+func TestDirectoryFollowsANATSRestart(t *testing.T) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	ns := startNATS(t, opts)
+	opts.Port = ns.Addr().(*net.TCPAddr).Port
+	a := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "a"})
+	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
+	ctx := context.Background()
+	dev, _ := a.enroll("p1")
+	d, _, err := getJSON[deviceRec](ctx, a.st.devices, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms := func(th *testHub) []string {
+		var ids []string
+		for _, r := range th.dir.room("p1", "old") {
+			ids = append(ids, r.RoomID)
+		}
+		for _, r := range th.dir.room("p1", "new") {
+			ids = append(ids, r.RoomID)
+		}
+		return ids
+	}
+	if err := b.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "old", Name: "Old"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node a to see the room", func() bool { return fmt.Sprint(rooms(a)) == "[old]" })
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	startNATS(t, opts)
+	a.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_rooms", 2)
+	b.waitMetric("roomrelay_hub_nats_connected", "", 1)
+
+	for {
+		// JetStream may still be recovering its streams: retry the write.
+		err := b.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "new", Name: "New"}})
+		if err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitFor(t, "node a to see the change", func() bool { return fmt.Sprint(rooms(a)) == "[new]" })
+	b.stop() // while NATS is up: cleanups would stop this server first
+	a.stop()
+}
+
+// TestDirectoryReloadDropsWhatTheOldWatchMissed: a reload after a NATS
+// reconnect replaces the copy, so an entry whose removal the stalled watch
+// never delivered (put into the copy by hand here) is gone, and the rooms
+// the bucket holds are kept.
+func TestDirectoryReloadDropsWhatTheOldWatchMissed(t *testing.T) {
+	th := startHub(t, Config{})
+	ctx := context.Background()
+	dev, _ := th.enroll("p1")
+	d, _, err := getJSON[deviceRec](ctx, th.st.devices, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := th.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "kept", Name: "Kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	th.dir.put(roomRec{Project: "p1", RoomID: "ghost", Name: "Ghost", Device: dev})
+	th.natsBack.fire() // as the NATS connection does on a reconnect
+	th.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_rooms", 2)
+	if g := th.dir.room("p1", "ghost"); len(g) != 0 {
+		t.Errorf("the reload kept an entry the bucket does not hold: %+v", g)
+	}
+	if k := th.dir.room("p1", "kept"); len(k) != 1 {
+		t.Errorf("the reload lost the bucket's entry: %+v", k)
+	}
 }
 
 // TestRevokeMessageMarksTheMirror: the revoke message alone (its record

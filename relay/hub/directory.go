@@ -196,6 +196,17 @@ func (m *mirror) ofDevice(dev string) map[string]string {
 	return maps.Clone(m.devs[dev])
 }
 
+// swap takes next's entries (a new watch's initial values) as its own;
+// the record of this node's writes stays.
+func (m *mirror) swap(next *mirror) {
+	next.mu.Lock()
+	rooms, devs := next.rooms, next.devs
+	next.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rooms, m.devs = rooms, devs
+}
+
 // sameAs reports whether the device's entries are exactly want's keys with
 // want's names.
 func (m *mirror) sameAs(dev string, want map[string]roomRec) bool {
@@ -292,23 +303,38 @@ func splitRoomKey(key string) (project, room, dev string, ok bool) {
 	return string(p), string(r), parts[2], true
 }
 
-// watchDirectory keeps h.dir in step with rr_rooms until ctx ends.
-func (h *Hub) watchDirectory(ctx context.Context, w jetstream.KeyWatcher) {
-	defer w.Stop()
+// followDirectory keeps h.dir in step with one watch of rr_rooms (a
+// follower for rewatch). The first watch fills h.dir and opens it (ready);
+// a later one (after a NATS reconnect) fills a fresh copy while h.dir keeps
+// serving the old one, and swaps it in once its initial values are in, so
+// entries removed while the old watch stalled go too.
+func (h *Hub) followDirectory(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, first bool) bool {
+	into := h.dir
+	if !first {
+		into = newMirror()
+	}
 	initial := true
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-reconnected:
+			return true
 		case e, ok := <-w.Updates():
 			if !ok {
 				h.log.Error("room directory watch ended; the directory on this node stops changing")
-				return
+				return false
 			}
 			if e == nil {
 				if initial {
 					initial = false
-					close(h.dir.ready)
+					h.metrics.copyLoaded(bucketRooms)
+					if first {
+						close(h.dir.ready)
+					} else {
+						h.dir.swap(into)
+						into = h.dir
+					}
 				}
 				continue
 			}
@@ -316,7 +342,7 @@ func (h *Hub) watchDirectory(ctx context.Context, w jetstream.KeyWatcher) {
 				continue // older than this node's own write of the key
 			}
 			if e.Operation() != jetstream.KeyValuePut {
-				h.dir.remove(e.Key())
+				into.remove(e.Key())
 				continue
 			}
 			var rec roomRec
@@ -324,7 +350,7 @@ func (h *Hub) watchDirectory(ctx context.Context, w jetstream.KeyWatcher) {
 				h.log.Warn("unreadable directory entry", "key", e.Key(), "err", err)
 				continue
 			}
-			h.dir.put(rec)
+			into.put(rec)
 		}
 	}
 }

@@ -42,7 +42,7 @@ type Hub struct {
 	uses      tokenUse      // when this node last recorded each client token's use
 	dir       *mirror       // this node's copy of the room directory
 	devMirror *deviceMirror // this node's copy of the device records (devmirror.go)
-	natsBack  chan struct{} // a NATS reconnect happened (watchDevices starts over)
+	natsBack  *broadcast    // fired on each NATS reconnect: the bucket copies watch again (watch.go)
 	nodes     nodeTable     // which hub nodes are alive
 	replies   replyMux      // answers to this node's command requests
 	newest    newest        // which of a device's sessions is the newest
@@ -82,7 +82,7 @@ func New(cfg Config) (*Hub, error) {
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
 		devMirror: newDeviceMirror(),
-		natsBack:  make(chan struct{}, 1),
+		natsBack:  newBroadcast(),
 		setupWork: newWorkPool(),
 	}
 	h.devs = newDeviceCache(c.DeviceCacheTTL, c.Now)
@@ -205,6 +205,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	defer stopLoops()
+	reconnected := h.natsBack.wait() // before the watches start: see rewatch
 	dirWatch, err := h.st.rooms.WatchAll(loopCtx)
 	if err != nil {
 		return fmt.Errorf("hub: watch the room directory: %w", err)
@@ -228,8 +229,8 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	wg.Go(func() { h.watchNodes(loopCtx, nodeWatch) })
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
 	wg.Go(func() { h.refreshLoop(loopCtx) })
-	wg.Go(func() { h.watchDirectory(loopCtx, dirWatch) })
-	wg.Go(func() { h.watchDevices(loopCtx, devWatch) })
+	wg.Go(func() { h.rewatch(loopCtx, h.st.rooms, "the room directory", dirWatch, reconnected, h.followDirectory) })
+	wg.Go(func() { h.rewatch(loopCtx, h.st.devices, "the device records", devWatch, reconnected, h.followDevices) })
 	h.setupWork.run(loopCtx, setupWorkers, &wg)
 	// After a restart the whole fleet reconnects at once: with the device
 	// records in memory first, those connects read no bucket. Bounded, so a

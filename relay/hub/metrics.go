@@ -34,6 +34,7 @@ type metrics struct {
 	enrollments    *prometheus.CounterVec   // outcome
 	kvErrors       *prometheus.CounterVec   // bucket, op
 	connectReads   *prometheus.CounterVec   // source
+	copyLoads      *prometheus.CounterVec   // bucket
 }
 
 // commandBuckets span a local round trip (under a millisecond) to
@@ -77,6 +78,10 @@ func newMetrics(h *Hub) *metrics {
 			Name: "roomrelay_hub_connect_device_reads_total",
 			Help: "Device records read to authenticate an agent's connect, by source: mirror (this node's copy, kept by a watch) or bucket (rr_devices, when the mirror does not hold the device).",
 		}, []string{"source"}),
+		copyLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomrelay_hub_bucket_copy_loads_total",
+			Help: "Times this node loaded its in-memory copy of a bucket (rr_devices, rr_rooms) from a new watch: once at start, then after each NATS reconnect.",
+		}, []string{"bucket"}),
 	}
 	for _, o := range enrollOutcomes {
 		m.enrollments.WithLabelValues(o)
@@ -84,18 +89,17 @@ func newMetrics(h *Hub) *metrics {
 	for _, src := range []string{"mirror", "bucket"} {
 		m.connectReads.WithLabelValues(src)
 	}
+	for _, b := range []string{bucketDevices, bucketRooms} {
+		m.copyLoads.WithLabelValues(b)
+	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads,
+		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_mirrored_devices",
 			Help: "Device records in this node's mirror of rr_devices (0 while its watch is not live).",
 		}, func() float64 { return float64(h.devMirror.len()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "roomrelay_hub_device_mirror_loads_total",
-			Help: "Times this node loaded its copy of rr_devices from a new watch: once at start, then after each NATS reconnect.",
-		}, func() float64 { return float64(h.devMirror.loadCount()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_sessions",
 			Help: "Agent sessions on this node now (connected devices; a device taking over from an older session briefly counts twice).",
@@ -149,6 +153,8 @@ func (h *Hub) readyConn() *nats.Conn {
 func (m *metrics) sessionOpened() { m.sessionsOpened.Inc() }
 
 func (m *metrics) connectRead(source string) { m.connectReads.WithLabelValues(source).Inc() }
+
+func (m *metrics) copyLoaded(bucket string) { m.copyLoads.WithLabelValues(bucket).Inc() }
 
 // sessionClosed counts a session's end: the close code this node sent if it
 // closed the session, else the one the agent sent, else 1006 (no close

@@ -51,10 +51,7 @@ func (h *Hub) natsOptions() []nats.Option {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName())
-			select {
-			case h.natsBack <- struct{}{}:
-			default: // one pending restart of the device watch covers this one
-			}
+			h.natsBack.fire()
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Info("NATS connection closed") }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {

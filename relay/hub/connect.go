@@ -162,8 +162,9 @@ func (h *Hub) noteRevoked(dev string) []*session {
 
 // closeRevoked applies a revoke on this node: the device's cached access
 // goes, its mirrored record is marked revoked, its sessions here close, and
-// sessions still setting up are refused (noteRevoked). The revoke message and the device watch both call it;
-// the second call finds nothing left to close.
+// sessions still setting up are refused (noteRevoked). The revoke message
+// and the device watch both call it; the second call finds nothing left to
+// close.
 func (h *Hub) closeRevoked(dev string) {
 	h.devs.forget(dev)
 	h.devMirror.markRevoked(dev)

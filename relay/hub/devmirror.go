@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// deviceMirror is this node's copy of rr_devices, kept by a KV watch (Run's
-// watchDevices), so an agent's connect reads its device record from memory:
+// deviceMirror is this node's copy of rr_devices, kept by a KV watch
+// (followDevices, started over after a NATS reconnect: watch.go), so an agent's connect reads its device record from memory:
 // in a reconnect storm the record read and its JSON decoding were a sixth
 // of the hub's CPU per connect, and a read per connect on the bucket's
 // leader.
@@ -19,8 +19,8 @@ import (
 // The mirror is an optimisation, never the authority on access:
 //   - a device it does not hold (enrolled a moment ago, past the bound, or
 //     before the initial values arrived) is read from the bucket;
-//   - once the watch ends the mirror empties and every connect reads the
-//     bucket, as before;
+//   - while a watch loads its initial values, and once a watch ends, the
+//     mirror is empty and every connect reads the bucket, as before;
 //   - a revoke reaches it twice: the revoke message marks the entry revoked
 //     (and refuses sessions still setting up, as before), so a stalled watch
 //     cannot let the device back in; the watch delivers the revoked record,
@@ -43,8 +43,9 @@ type mirroredDevice struct {
 	rev uint64
 }
 
-// maxMirroredDevices bounds the mirror (~0.5 KB a device: BenchmarkDeviceMirrorMemory); devices past it
-// are read from the bucket at connect.
+// maxMirroredDevices bounds the mirror (~0.5 KB a device:
+// BenchmarkDeviceMirrorMemory); devices past it are read from the bucket at
+// connect.
 const maxMirroredDevices = 1 << 18
 
 func newDeviceMirror() *deviceMirror {
@@ -139,8 +140,8 @@ func (m *deviceMirror) remove(id string, rev uint64) {
 	}
 }
 
-// len is the number of records held (0 while not live, or for no mirror:
-// a Hub made by hand in a test).
+// len is the number of records held (0 after a watch ended, or for no
+// mirror: a Hub made by hand in a test).
 func (m *deviceMirror) len() int {
 	if m == nil {
 		return 0

@@ -98,7 +98,7 @@ func newMetrics(h *Hub) *metrics {
 		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_mirrored_devices",
-			Help: "Device records in this node's mirror of rr_devices (0 while its watch is not live).",
+			Help: "Device records in this node's mirror of rr_devices (it starts empty with each new watch and fills as the watch loads).",
 		}, func() float64 { return float64(h.devMirror.len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_sessions",

@@ -142,10 +142,7 @@ func TestDirectoryFollowsANATSRestart(t *testing.T) {
 	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
 	ctx := context.Background()
 	dev, _ := a.enroll("p1")
-	d, _, err := getJSON[deviceRec](ctx, a.st.devices, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := a.deviceRecord(dev)
 	rooms := func(th *testHub) []string {
 		var ids []string
 		for _, r := range th.dir.room("p1", "old") {
@@ -189,10 +186,7 @@ func TestDirectoryReloadDropsWhatTheOldWatchMissed(t *testing.T) {
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, _ := th.enroll("p1")
-	d, _, err := getJSON[deviceRec](ctx, th.st.devices, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := th.deviceRecord(dev)
 	if err := th.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "kept", Name: "Kept"}}); err != nil {
 		t.Fatal(err)
 	}

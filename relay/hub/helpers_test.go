@@ -176,6 +176,16 @@ type fakeAgent struct {
 	err    error // why serve ended
 }
 
+// deviceRecord reads dev's record from the bucket.
+func (th *testHub) deviceRecord(dev string) *deviceRec {
+	th.t.Helper()
+	d, _, err := getJSON[deviceRec](context.Background(), th.st.devices, dev)
+	if err != nil {
+		th.t.Fatal(err)
+	}
+	return d
+}
+
 func dialRaw(url, token string, subprotocols []string) (*websocket.Conn, *http.Response, error) {
 	d := websocket.Dialer{Subprotocols: subprotocols, HandshakeTimeout: 10 * time.Second}
 	hdr := http.Header{}

@@ -206,10 +206,7 @@ func TestDirectoryChangesBackToBack(t *testing.T) {
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, _ := th.enroll("p1")
-	d, _, err := getJSON[deviceRec](ctx, th.st.devices, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := th.deviceRecord(dev)
 	for round := range 20 {
 		a := relay.RoomEntry{Project: "p1", RoomID: "a-" + strconv.Itoa(round), Name: "A"}
 		if err := th.setDirectory(ctx, d, []relay.RoomEntry{a}); err != nil {
@@ -234,10 +231,7 @@ func TestDirectoryUnchangedWritesNothing(t *testing.T) {
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, _ := th.enroll("p1")
-	d, _, err := getJSON[deviceRec](ctx, th.st.devices, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := th.deviceRecord(dev)
 	k := roomKey("p1", "r1", dev)
 	set := func(name string) (uint64, string) {
 		t.Helper()

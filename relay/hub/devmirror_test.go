@@ -35,7 +35,13 @@ func TestConnectReadsTheDeviceMirror(t *testing.T) {
 	th.waitState(dev, hubapi.StateOffline)
 
 	// As for a device enrolled a moment ago on another node, before the
-	// watch delivered it.
+	// watch delivered it. (Once the watch has delivered the first hello's
+	// write, so it cannot bring the record back.)
+	waitFor(t, "the mirror to hold the bucket's revision", func() bool {
+		_, rev, _ := th.devMirror.get(dev)
+		e, err := th.st.devices.Get(context.Background(), dev)
+		return err == nil && rev == e.Revision()
+	})
 	th.devMirror.remove(dev, 1<<62)
 	b := dialAgent(t, th.wsURL(), tok, dev)
 	b.serve(echoHandler)

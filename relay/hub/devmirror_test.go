@@ -37,11 +37,7 @@ func TestConnectReadsTheDeviceMirror(t *testing.T) {
 	// As for a device enrolled a moment ago on another node, before the
 	// watch delivered it. (Once the watch has delivered the first hello's
 	// write, so it cannot bring the record back.)
-	waitFor(t, "the mirror to hold the bucket's revision", func() bool {
-		_, rev, _ := th.devMirror.get(dev)
-		e, err := th.st.devices.Get(context.Background(), dev)
-		return err == nil && rev == e.Revision()
-	})
+	th.waitMirrorCaughtUp(dev)
 	th.devMirror.remove(dev, 1<<62)
 	b := dialAgent(t, th.wsURL(), tok, dev)
 	b.serve(echoHandler)
@@ -94,6 +90,49 @@ func TestDeviceWatchClosesRevokedSessions(t *testing.T) {
 	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 2})
 }
 
+// waitMirrorCaughtUp waits until th's mirror holds dev at the bucket's
+// revision (the watch delivered every write so far).
+func (th *testHub) waitMirrorCaughtUp(dev string) {
+	th.t.Helper()
+	waitFor(th.t, "the mirror to hold the bucket's revision", func() bool {
+		_, rev, _ := th.devMirror.get(dev)
+		e, err := th.st.devices.Get(context.Background(), dev)
+		return err == nil && rev == e.Revision()
+	})
+}
+
+// restartNATS stops ns, waits until the hubs saw it go, and starts it again
+// on the same port and store; it returns once the hubs are connected again.
+func restartNATS(t *testing.T, ns *server.Server, opts *server.Options, hubs ...*testHub) {
+	t.Helper()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	for _, th := range hubs {
+		th.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	}
+	startNATS(t, opts)
+	for _, th := range hubs {
+		th.waitMetric("roomrelay_hub_nats_connected", "", 1)
+	}
+}
+
+// afterRestart retries a write for up to 20 s: JetStream may still be
+// recovering its streams after a restart.
+func afterRestart(t *testing.T, what string, write func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := write()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after the NATS restart: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestDeviceMirrorFollowsANATSRestart: after the NATS server restarts, the
 // mirror is loaded again from a new watch (the old one would stall for tens
 // of seconds) and follows the bucket: a revoke written straight to it (no
@@ -109,28 +148,12 @@ func TestDeviceMirrorFollowsANATSRestart(t *testing.T) {
 	a.serve(echoHandler)
 	th.waitState(dev, hubapi.StateOnline)
 
-	ns.Shutdown()
-	ns.WaitForShutdown()
-	th.waitMetric("roomrelay_hub_nats_connected", "", 0)
-	startNATS(t, opts) // same port and store
-	th.waitMetric("roomrelay_hub_nats_connected", "", 1)
+	restartNATS(t, ns, opts, th)
 	// A new watch, not the old one's slow recovery.
 	th.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_devices", 2)
 	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		// JetStream may still be recovering its streams: retry the write.
-		err := th.st.revokeDevice(ctx, dev, time.Now())
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("revoke after the restart: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	afterRestart(t, "revoke", func() error { return th.st.revokeDevice(context.Background(), dev, time.Now()) })
 	if code, reason := a.closeCode(); code != relay.CloseRevoked {
 		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)
 	}
@@ -164,21 +187,12 @@ func TestDirectoryFollowsANATSRestart(t *testing.T) {
 	}
 	waitFor(t, "node a to see the room", func() bool { return fmt.Sprint(rooms(a)) == "[old]" })
 
-	ns.Shutdown()
-	ns.WaitForShutdown()
-	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
-	startNATS(t, opts)
+	restartNATS(t, ns, opts, a, b)
 	a.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_rooms", 2)
-	b.waitMetric("roomrelay_hub_nats_connected", "", 1)
 
-	for {
-		// JetStream may still be recovering its streams: retry the write.
-		err := b.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "new", Name: "New"}})
-		if err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	afterRestart(t, "change the directory", func() error {
+		return b.setDirectory(ctx, d, []relay.RoomEntry{{Project: "p1", RoomID: "new", Name: "New"}})
+	})
 	waitFor(t, "node a to see the change", func() bool { return fmt.Sprint(rooms(a)) == "[new]" })
 	b.stop() // while NATS is up: cleanups would stop this server first
 	a.stop()
@@ -233,11 +247,7 @@ func TestRevokeMessageMarksTheMirror(t *testing.T) {
 	if err := th.st.revokeDevice(context.Background(), dev, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the watch to deliver the revoked record", func() bool {
-		_, rev, _ := th.devMirror.get(dev)
-		e, err := th.st.devices.Get(context.Background(), dev)
-		return err == nil && rev == e.Revision()
-	})
+	th.waitMirrorCaughtUp(dev)
 	if d, _, _ := th.devMirror.get(dev); !d.Revoked || d.RevokedAt.IsZero() {
 		t.Fatalf("mirrored record after the revoked one arrived: %+v", d)
 	}

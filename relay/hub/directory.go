@@ -196,15 +196,13 @@ func (m *mirror) ofDevice(dev string) map[string]string {
 	return maps.Clone(m.devs[dev])
 }
 
-// swap takes next's entries (a new watch's initial values) as its own;
-// the record of this node's writes stays.
+// swap takes next's entries (a new watch's initial values, filled by the
+// caller's goroutine only) as its own; the record of this node's writes
+// stays.
 func (m *mirror) swap(next *mirror) {
-	next.mu.Lock()
-	rooms, devs := next.rooms, next.devs
-	next.mu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.rooms, m.devs = rooms, devs
+	m.rooms, m.devs = next.rooms, next.devs
 }
 
 // sameAs reports whether the device's entries are exactly want's keys with

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,4 +338,105 @@ func BenchmarkDeviceMirrorMemory(b *testing.B) {
 		runtime.KeepAlive(m)
 	}
 	b.ReportMetric(perDevice, "B/device")
+}
+
+// TestRevokeWhileCutOffClosesTheSession: node a is cut off from NATS while
+// node b revokes a device with a session on a, so a misses the revoke
+// message and its watch delivers nothing. When a is back, the revoked
+// record is among its new watch's initial values, and that closes the
+// session.
+func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
+	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	px := startCutProxy(t, ns.Addr().String())
+	a := startHub(t, Config{NATSURL: "nats://" + px.ln.Addr().String(), NodeName: "a"})
+	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
+	dev, tok := a.enroll("p1")
+	ag := dialAgent(t, a.wsURL(), tok, dev)
+	ag.serve(echoHandler)
+	a.waitState(dev, hubapi.StateOnline)
+	a.waitMirrorCaughtUp(dev)
+
+	px.cutOff()
+	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	if _, err := b.cl.Revoke(context.Background(), dev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ag.done:
+		t.Fatal("the session closed while its node was cut off from NATS: the test no longer covers a missed revoke")
+	default:
+	}
+	px.resume()
+	a.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_devices", 2)
+	if code, reason := ag.closeCode(); code != relay.CloseRevoked {
+		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)
+	}
+	a.stop() // while NATS is up: cleanups would stop the server first
+	b.stop()
+}
+
+// cutProxy forwards TCP connections to a target until cut off: then it
+// closes every connection it holds and every new one, until resumed.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]bool
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cutOff() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) forward(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	go func() { io.Copy(up, c); up.Close() }()
+	io.Copy(c, up)
+	c.Close()
+}
+
+func (p *cutProxy) cutOff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *cutProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
 }

@@ -3,9 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -309,140 +307,6 @@ func TestUpgradeRefusals(t *testing.T) {
 	}
 }
 
-func TestPairingCodes(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	// Many failures from one address on purpose: the limit is not what this
-	// test is about (TestEnrollGuessingIsLimited is).
-	th := startHub(t, Config{Now: clock, PairingTTL: 10 * time.Minute, EnrollFailures: 1000})
-	good, gtok := th.enroll("p1")
-	ga := dialAgent(t, th.wsURL(), gtok, good)
-	ga.serve(echoHandler)
-	ctx := context.Background()
-
-	wantErr := func(err error, status int, code string) {
-		t.Helper()
-		ae, ok := err.(*hubclient.APIError)
-		if !ok || ae.Status != status || ae.Code != code {
-			t.Fatalf("got %v, want %d %s", err, status, code)
-		}
-	}
-
-	// Reused code.
-	pc, err := th.cl.Pair(ctx, "p1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pc.Code) != 9 || pc.Code[4] != '-' || !pc.ExpiresAt.Equal(clock().Add(10*time.Minute)) {
-		t.Errorf("pairing code %+v", pc)
-	}
-	en, err := th.cl.Enroll(ctx, strings.ToLower(strings.ReplaceAll(pc.Code, "-", "")), "laptop", "darwin", "")
-	if err != nil {
-		t.Fatalf("enroll with a lower-case code without dash: %v", err)
-	}
-	if !strings.HasPrefix(en.Token, "rrd_") || en.Project != "p1" || len(en.Projects) != 1 {
-		t.Errorf("enrollment %+v", en)
-	}
-	_, err = th.cl.Enroll(ctx, pc.Code, "laptop2", "linux", "")
-	wantErr(err, http.StatusConflict, "pairing_code_used")
-
-	// Expired code.
-	pc, err = th.cl.Pair(ctx, "p1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now.Add(int64(10*time.Minute + time.Second))
-	_, err = th.cl.Enroll(ctx, pc.Code, "late", "linux", "")
-	wantErr(err, http.StatusGone, "pairing_code_expired")
-
-	// Unknown and malformed codes.
-	_, err = th.cl.Enroll(ctx, "ZZZZ-ZZZZ", "x", "linux", "")
-	wantErr(err, http.StatusNotFound, "pairing_code_unknown")
-	_, err = th.cl.Enroll(ctx, "nope", "x", "linux", "")
-	wantErr(err, http.StatusBadRequest, "invalid_request")
-
-	// A second project for an existing device, with its token.
-	pc, err = th.cl.Pair(ctx, "p2", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	en2, err := th.cl.Enroll(ctx, pc.Code, "", "", en.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if en2.DeviceID != en.DeviceID || len(en2.Projects) != 2 {
-		t.Errorf("adding a project made %+v, want device %s with 2 projects", en2, en.DeviceID)
-	}
-	// With a wrong device token the code is not spent.
-	pc, err = th.cl.Pair(ctx, "p3", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = th.cl.Enroll(ctx, pc.Code, "", "", "rrd_wrong")
-	wantErr(err, http.StatusUnauthorized, "invalid_token")
-	if _, err := th.cl.Enroll(ctx, pc.Code, "fresh", "linux", ""); err != nil {
-		t.Errorf("code spent by a failed token check: %v", err)
-	}
-
-	// Concurrent double use: exactly one wins.
-	pc, err = th.cl.Pair(ctx, "p1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wins, conflicts atomic.Int32
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 8 {
-		wg.Go(func() {
-			<-start
-			_, err := th.cl.Enroll(ctx, pc.Code, "racer", "linux", "")
-			if err == nil {
-				wins.Add(1)
-			} else if hubclient.IsCode(err, "pairing_code_used") {
-				conflicts.Add(1)
-			} else {
-				t.Errorf("racer: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if wins.Load() != 1 || conflicts.Load() != 7 {
-		t.Fatalf("concurrent use: %d wins, %d conflicts; want 1 and 7", wins.Load(), conflicts.Load())
-	}
-
-	// Bad pairing requests.
-	_, err = th.cl.Pair(ctx, "", 0)
-	wantErr(err, http.StatusBadRequest, "invalid_request")
-	_, err = th.cl.Pair(ctx, "p1", 2*time.Hour)
-	wantErr(err, http.StatusBadRequest, "invalid_request")
-	th.roundTrip(good)
-}
-
-func TestAdminAuth(t *testing.T) {
-	th := startHub(t, Config{})
-	if devs, err := th.cl.Devices(context.Background()); err != nil || len(devs) != 0 {
-		t.Fatalf("empty hub lists %v %v", devs, err)
-	}
-	for _, tok := range []string{"", "wrong", testAdmin + "x"} {
-		cl := hubclient.New(th.URL(), tok)
-		_, err := cl.Devices(context.Background())
-		ae, ok := err.(*hubclient.APIError)
-		if !ok || ae.Status != http.StatusUnauthorized {
-			t.Errorf("token %q: %v, want 401", tok, err)
-		}
-		if _, err := cl.Pair(context.Background(), "p1", 0); !hubclient.IsCode(err, "unauthorized") {
-			t.Errorf("pair with token %q: %v", tok, err)
-		}
-	}
-	// A device token is not an admin token.
-	_, dtok := th.enroll("p1")
-	if _, err := hubclient.New(th.URL(), dtok).Devices(context.Background()); !hubclient.IsCode(err, "unauthorized") {
-		t.Errorf("device token on admin endpoint: %v", err)
-	}
-}
-
 func TestDeviceOfflineVersusExpired(t *testing.T) {
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
@@ -473,23 +337,6 @@ func TestDeviceOfflineVersusExpired(t *testing.T) {
 	}
 	if res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: json.RawMessage(`[1]`)}); status != http.StatusBadRequest || res.Error.Code != relay.CodeInvalidArgs {
 		t.Errorf("array args: %d %+v", status, res)
-	}
-}
-
-func TestPendingCommandFailsOnDisconnect(t *testing.T) {
-	th := startHub(t, Config{})
-	dev, tok := th.enroll("p1")
-	a := dialAgent(t, th.wsURL(), tok, dev)
-	seen := make(chan struct{})
-	a.serve(func(*relay.Command) *relay.Result { close(seen); return nil })
-	th.waitState(dev, hubapi.StateOnline)
-	go func() {
-		<-seen
-		a.conn.Close()
-	}()
-	res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, TimeoutMS: 60000})
-	if status != http.StatusServiceUnavailable || res.Error == nil || res.Error.Code != relay.CodeDeviceOffline {
-		t.Fatalf("after disconnect: %d %+v", status, res)
 	}
 }
 
@@ -608,58 +455,6 @@ func hubGoroutines() []string {
 	return out
 }
 
-func TestEventsAndProposals(t *testing.T) {
-	th := startHub(t, Config{})
-	dev, tok := th.enroll("p1")
-	a := dialAgent(t, th.wsURL(), tok, dev)
-	a.serve(echoHandler)
-	th.waitState(dev, hubapi.StateOnline)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	// A decision is recorded only for a proposal the hub routed.
-	if res, _ := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdProposeRoomSnippetApp,
-		Args: json.RawMessage(`{"proposal_id":"prop-1"}`)}); res.Error != nil {
-		t.Fatalf("propose: %+v", res.Error)
-	}
-	waited := make(chan *hubapi.DeviceEvent, 1)
-	go func() {
-		st, err := th.WaitProposal(ctx, dev, "prop-1", 15*time.Second)
-		if err != nil || st.State != hubapi.ProposalApproved {
-			t.Errorf("wait proposal: %+v %v", st, err)
-		}
-		ev, err := th.waitDecision(ctx, dev, "prop-1") // recorded: at once
-		if err != nil {
-			t.Errorf("read the decision: %v", err)
-		}
-		waited <- ev
-	}()
-	// The decision comes only once the wait is parked on its watch, so it is
-	// the event that wakes it, not a read of something already stored.
-	waitFor(t, "the wait parked", func() bool { return th.ProposalWaits() == 1 })
-	send := func(ev *relay.Event) {
-		if err := a.write(mustEncode(t, ev)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(&relay.Event{Event: relay.EventPolicyChanged, Time: time.Now(),
-		Data: json.RawMessage(`{"policy":[{"project":"p1","commands":["read_room","list_room_apps"]}]}`)})
-	send(&relay.Event{Event: relay.EventProposalDecided, Time: time.Now(),
-		Data: json.RawMessage(`{"proposal_id":"prop-1","state":"approved","project":"p1","room_id":"r1","instance_id":"app_1","decided_at":"2026-01-01T00:00:00Z"}`)})
-	ev := <-waited
-	if ev == nil || ev.DeviceID != dev || ev.Event != relay.EventProposalDecided || !strings.Contains(string(ev.Data), "approved") {
-		t.Fatalf("proposal event %+v", ev)
-	}
-	// Recorded: a later waiter gets it at once.
-	if ev, err := th.waitDecision(ctx, dev, "prop-1"); err != nil || ev == nil {
-		t.Fatalf("second wait: %v", err)
-	}
-	waitFor(t, "policy update", func() bool {
-		d, err := th.cl.Device(ctx, dev)
-		return err == nil && len(d.Policy) == 1 && len(d.Policy[0].Commands) == 2
-	})
-}
-
 func TestCodesAndStatusMap(t *testing.T) {
 	for _, c := range relay.Codes() {
 		s := StatusFor(&relay.Result{ID: "x", Error: relay.Errorf(c, "m")})
@@ -686,22 +481,6 @@ func TestCodesAndStatusMap(t *testing.T) {
 	}
 	if id := newID("dev-"); !deviceIDRe.MatchString(id) || len(id) != 20 {
 		t.Errorf("device id %q", id)
-	}
-}
-
-func TestAdminTokenFile(t *testing.T) {
-	dir := t.TempDir() + "/data"
-	tok, err := LoadOrCreateAdminToken(dir)
-	if err != nil || !strings.HasPrefix(tok, "rra_") {
-		t.Fatalf("create: %q %v", tok, err)
-	}
-	again, err := LoadOrCreateAdminToken(dir)
-	if err != nil || again != tok {
-		t.Fatalf("load: %q %v", again, err)
-	}
-	fi, err := os.Stat(dir + "/" + adminTokenFile)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("mode %v %v", fi, err)
 	}
 }
 
@@ -762,132 +541,4 @@ func TestHelloTimeout(t *testing.T) {
 		t.Errorf("agent without hello is %s", p.State)
 	}
 	th.roundTrip(good)
-}
-
-// TestCancelWhenCallerLeaves: a caller that gives up on a command makes the
-// hub send the agent a cancel frame for it; a command that a second caller
-// still waits for is not cancelled.
-func TestCancelWhenCallerLeaves(t *testing.T) {
-	th := startHub(t, Config{})
-	dev, tok := th.enroll("p1")
-	a := dialAgent(t, th.wsURL(), tok, dev)
-	started := make(chan string, 4)
-	a.serve(func(c *relay.Command) *relay.Result {
-		started <- c.ID
-		return nil // never answers: the caller has to give up
-	})
-	th.waitState(dev, hubapi.StateOnline)
-	cancels := func() []string {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		var ids []string
-		for _, f := range a.frames {
-			if c, ok := f.(*relay.Cancel); ok {
-				ids = append(ids, c.ID)
-			}
-		}
-		return ids
-	}
-	call := func(ctx context.Context, id string) error {
-		_, _, err := th.cl.Command(ctx, dev, hubapi.CommandRequest{ID: id, ProjectID: "p1", Name: relay.CmdListRoomApps, TimeoutMS: 60_000})
-		return err
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- call(ctx, "c-left") }()
-	if id := <-started; id != "c-left" {
-		t.Fatalf("agent got %q", id)
-	}
-	if got := cancels(); len(got) != 0 {
-		t.Fatalf("cancel before the caller left: %v", got)
-	}
-	cancel()
-	if err := <-errc; err == nil {
-		t.Fatal("the abandoned call returned no error")
-	}
-	waitFor(t, "cancel frame for c-left", func() bool { c := cancels(); return len(c) == 1 && c[0] == "c-left" })
-
-	// Two callers, same id: one leaving does not cancel the other's command.
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	go func() { errc <- call(ctx1, "c-shared") }()
-	<-started
-	done2 := make(chan error, 1)
-	go func() { done2 <- call(ctx2, "c-shared") }()
-	waitFor(t, "second caller joined", func() bool {
-		for _, s := range th.localSessions(dev) {
-			s.mu.Lock()
-			p := s.pending["c-shared"]
-			n := 0
-			if p != nil {
-				n = len(p.replies)
-			}
-			s.mu.Unlock()
-			if n == 2 {
-				return true
-			}
-		}
-		return false
-	})
-	cancel1()
-	<-errc
-	time.Sleep(200 * time.Millisecond) // a cancel, if wrongly sent, would arrive by now
-	if got := cancels(); len(got) != 1 {
-		t.Fatalf("cancel frames %v; want only c-left (c-shared still has a caller)", got)
-	}
-	cancel2()
-	<-done2
-}
-
-// TestEnrollGuessingIsLimited: failed enrollments from one address are
-// limited; a valid code is refused too while the address is blocked (a
-// guesser must not learn which guess was right), and the window ending
-// lets the address in again.
-func TestEnrollGuessingIsLimited(t *testing.T) {
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	th := startHub(t, Config{Now: clock, EnrollFailures: 3, EnrollWindow: time.Minute})
-	ctx := context.Background()
-	for i := range 3 {
-		if _, err := th.cl.Enroll(ctx, "ZZZZ-ZZZZ", "x", "linux", ""); !hubclient.IsCode(err, "pairing_code_unknown") {
-			t.Fatalf("guess %d: %v", i, err)
-		}
-	}
-	pc, err := th.cl.Pair(ctx, "p1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = th.cl.Enroll(ctx, pc.Code, "x", "linux", "")
-	ae, ok := err.(*hubclient.APIError)
-	if !ok || ae.Status != http.StatusTooManyRequests || ae.Code != "rate_limited" || !strings.Contains(ae.Message, "retry in") {
-		t.Fatalf("4th attempt: %v; want 429 rate_limited", err)
-	}
-	now.Add(int64(time.Minute + time.Second))
-	if _, err := th.cl.Enroll(ctx, pc.Code, "x", "linux", ""); err != nil {
-		t.Fatalf("after the window, the valid code (not spent while blocked): %v", err)
-	}
-}
-
-func TestFailLimiterBoundsMemory(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	now := t0
-	l := newFailLimiter(2, time.Minute, func() time.Time { return now })
-	for i := range maxTracked + 5 {
-		l.fail(fmt.Sprint("10.0.", i/256, ".", i%256))
-	}
-	if n := len(l.hits); n > maxTracked {
-		t.Fatalf("%d addresses tracked, want at most %d", n, maxTracked)
-	}
-	l.fail("a")
-	l.fail("a")
-	if b, _ := l.blocked("a"); !b {
-		t.Fatal("a not blocked after 2 failures")
-	}
-	now = now.Add(2 * time.Minute)
-	if b, _ := l.blocked("a"); b {
-		t.Fatal("a still blocked after the window")
-	}
 }

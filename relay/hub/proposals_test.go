@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,56 @@ func TestParseWait(t *testing.T) {
 			t.Errorf("parseWait(%q) accepted", in)
 		}
 	}
+}
+
+func TestEventsAndProposals(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A decision is recorded only for a proposal the hub routed.
+	if res, _ := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdProposeRoomSnippetApp,
+		Args: json.RawMessage(`{"proposal_id":"prop-1"}`)}); res.Error != nil {
+		t.Fatalf("propose: %+v", res.Error)
+	}
+	waited := make(chan *hubapi.DeviceEvent, 1)
+	go func() {
+		st, err := th.WaitProposal(ctx, dev, "prop-1", 15*time.Second)
+		if err != nil || st.State != hubapi.ProposalApproved {
+			t.Errorf("wait proposal: %+v %v", st, err)
+		}
+		ev, err := th.waitDecision(ctx, dev, "prop-1") // recorded: at once
+		if err != nil {
+			t.Errorf("read the decision: %v", err)
+		}
+		waited <- ev
+	}()
+	// The decision comes only once the wait is parked on its watch, so it is
+	// the event that wakes it, not a read of something already stored.
+	waitFor(t, "the wait parked", func() bool { return th.ProposalWaits() == 1 })
+	send := func(ev *relay.Event) {
+		if err := a.write(mustEncode(t, ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&relay.Event{Event: relay.EventPolicyChanged, Time: time.Now(),
+		Data: json.RawMessage(`{"policy":[{"project":"p1","commands":["read_room","list_room_apps"]}]}`)})
+	send(&relay.Event{Event: relay.EventProposalDecided, Time: time.Now(),
+		Data: json.RawMessage(`{"proposal_id":"prop-1","state":"approved","project":"p1","room_id":"r1","instance_id":"app_1","decided_at":"2026-01-01T00:00:00Z"}`)})
+	ev := <-waited
+	if ev == nil || ev.DeviceID != dev || ev.Event != relay.EventProposalDecided || !strings.Contains(string(ev.Data), "approved") {
+		t.Fatalf("proposal event %+v", ev)
+	}
+	// Recorded: a later waiter gets it at once.
+	if ev, err := th.waitDecision(ctx, dev, "prop-1"); err != nil || ev == nil {
+		t.Fatalf("second wait: %v", err)
+	}
+	waitFor(t, "policy update", func() bool {
+		d, err := th.cl.Device(ctx, dev)
+		return err == nil && len(d.Policy) == 1 && len(d.Policy[0].Commands) == 2
+	})
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -347,8 +346,8 @@ func BenchmarkDeviceMirrorMemory(b *testing.B) {
 // session.
 func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	px := startCutProxy(t, ns.Addr().String())
-	a := startHub(t, Config{NATSURL: "nats://" + px.ln.Addr().String(), NodeName: "a"})
+	px := testutil.NewProxy(t, ns.Addr().String())
+	a := startHub(t, Config{NATSURL: "nats://" + px.Addr(), NodeName: "a"})
 	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
 	dev, tok := a.enroll("p1")
 	ag := dialAgent(t, a.wsURL(), tok, dev)
@@ -356,7 +355,9 @@ func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 	a.waitState(dev, hubapi.StateOnline)
 	a.waitMirrorCaughtUp(dev)
 
-	px.cutOff()
+	// Cut off: the connection closes and redials reach nothing.
+	px.SetTarget(refusedAddr(t))
+	px.Reset()
 	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
 	if _, err := b.cl.Revoke(context.Background(), dev); err != nil {
 		t.Fatal(err)
@@ -366,7 +367,7 @@ func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 		t.Fatal("the session closed while its node was cut off from NATS: the test no longer covers a missed revoke")
 	default:
 	}
-	px.resume()
+	px.SetTarget(ns.Addr().String())
 	a.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_devices", 2)
 	if code, reason := ag.closeCode(); code != relay.CloseRevoked {
 		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)
@@ -375,68 +376,14 @@ func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 	b.stop()
 }
 
-// cutProxy forwards TCP connections to a target until cut off: then it
-// closes every connection it holds and every new one, until resumed.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]bool
-}
-
-func startCutProxy(t *testing.T, target string) *cutProxy {
+// refusedAddr is a loopback address nothing listens on.
+func refusedAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	t.Cleanup(func() { ln.Close(); p.cutOff() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.forward(c)
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) forward(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		c.Close()
-		up.Close()
-		return
-	}
-	p.conns[c], p.conns[up] = true, true
-	p.mu.Unlock()
-	go func() { io.Copy(up, c); up.Close() }()
-	io.Copy(c, up)
-	c.Close()
-}
-
-func (p *cutProxy) cutOff() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *cutProxy) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -217,48 +217,6 @@ func (p *Pool) leave() {
 	p.runs.Done()
 }
 
-// deadWorkerResult explains a run whose worker had to be killed or died.
-func (p *Pool) deadWorkerResult(w *worker, err error) *Result {
-	tail := w.stderr.String()
-	p.mu.Lock()
-	if errors.Is(err, errKilled) {
-		p.stats.Killed++
-	} else {
-		p.stats.Died++
-	}
-	p.mu.Unlock()
-	p.log.Warn("sandbox worker lost", "pid", w.pid, "err", err, "stderr", truncate(tail, 2000))
-	switch {
-	// At the RLIMIT_DATA cap the Go runtime fails to map memory, or
-	// glibc fails to map a new thread's stack.
-	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") ||
-		strings.Contains(tail, "pthread_create failed"):
-		return failResult(PhaseMemory, "the snippet exhausted the sandbox's memory limit (%d MiB); the worker was stopped", p.cfg.MemoryLimitBytes>>20)
-	case errors.Is(err, errKilled):
-		return failResult(PhaseTimeout, "the snippet ran past the %s limit inside a built-in that cannot be interrupted (a huge array fill, string repeat or backtracking regex?); the worker was killed", p.cfg.Timeout)
-	case strings.Contains(tail, "stack overflow") || strings.Contains(tail, "stack exceeds"):
-		return failResult(PhaseCrash, "the sandbox worker overflowed its stack")
-	default:
-		msg := "the sandbox worker died"
-		if w.waitErr != nil {
-			msg += ": " + w.waitErr.Error()
-		}
-		if line := lastLine(tail); line != "" {
-			msg += " (" + truncate(line, 200) + ")"
-		}
-		return failResult(PhaseCrash, "%s", msg)
-	}
-}
-
-func lastLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, "fatal error") || strings.HasPrefix(l, "panic") {
-			return l
-		}
-	}
-	return ""
-}
-
 // take returns an idle worker or starts one.
 func (p *Pool) take(ctx context.Context, libs map[string]string) (*worker, error) {
 	p.mu.Lock()
@@ -353,6 +311,7 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 	}
 	p.mu.Lock()
 	w.rss = resp.RSSBytes
+	w.capped = resp.DataLimited
 	p.limits = resp.Limits
 	p.mu.Unlock()
 	p.log.Debug("sandbox worker started", "pid", w.pid, "limits", resp.Limits)
@@ -434,6 +393,7 @@ type worker struct {
 	responses chan WorkerResponse
 	exited    chan struct{}
 	waitErr   error // set before exited is closed
+	capped    bool  // runs under RLIMIT_DATA (WorkerResponse.DataLimited)
 	runs      int
 	rss       int64
 	idleSince time.Time

@@ -34,9 +34,12 @@ type WorkerResponse struct {
 	ID    uint64 `json:"id,omitempty"`
 	Ready bool   `json:"ready,omitempty"`
 	// Limits says which limits apply in this worker.
-	Limits string  `json:"limits,omitempty"`
-	Error  string  `json:"error,omitempty"`
-	Result *Result `json:"result,omitempty"`
+	Limits string `json:"limits,omitempty"`
+	// DataLimited: the worker's mappings are capped (RLIMIT_DATA), so a
+	// fault inside the Go runtime is the cap reached (see runtimeFault).
+	DataLimited bool    `json:"data_limited,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Result      *Result `json:"result,omitempty"`
 	// Recycle asks the parent to retire this worker (a limit was hit, so
 	// its heap may be large).
 	Recycle  bool  `json:"recycle,omitempty"`

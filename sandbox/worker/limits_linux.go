@@ -12,12 +12,12 @@ import (
 // applyDataLimit caps the worker's data segment. RLIMIT_DATA (not
 // RLIMIT_AS) because the Go runtime reserves far more address space than it
 // uses; the hard limit is lowered too, so nothing in the process can raise it.
-func applyDataLimit(limit int64) (string, error) {
+func applyDataLimit(limit int64) (string, bool, error) {
 	lim := unix.Rlimit{Cur: uint64(limit), Max: uint64(limit)}
 	if err := unix.Setrlimit(unix.RLIMIT_DATA, &lim); err != nil {
-		return "", fmt.Errorf("setrlimit RLIMIT_DATA: %w", err)
+		return "", false, fmt.Errorf("setrlimit RLIMIT_DATA: %w", err)
 	}
-	return fmt.Sprintf("RLIMIT_DATA %d MiB", limit>>20), nil
+	return fmt.Sprintf("RLIMIT_DATA %d MiB", limit>>20), true, nil
 }
 
 // currentRSS is the resident set size of this process, 0 if unknown.

@@ -71,7 +71,9 @@ func dyingWorker(mode string) {
 	if dec.Decode(&req) != nil {
 		os.Exit(1)
 	}
-	json.NewEncoder(os.Stdout).Encode(sandbox.WorkerResponse{Ready: true, Limits: "none"})
+	// As a worker under RLIMIT_DATA, except in the mode that says not.
+	capped := mode != "gc-fault-uncapped"
+	json.NewEncoder(os.Stdout).Encode(sandbox.WorkerResponse{Ready: true, Limits: "none", DataLimited: capped})
 	if dec.Decode(&req) != nil {
 		os.Exit(1)
 	}
@@ -84,6 +86,15 @@ func dyingWorker(mode string) {
 		// mapped for a new thread.
 		fmt.Fprintln(os.Stderr, "runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort")
 		os.Exit(2)
+	case "gc-fault", "gc-fault-uncapped":
+		// The start of what a real worker printed when Go 1.26's GC could
+		// not map a span queue at the cap (see sandbox.runtimeFault).
+		fmt.Fprint(os.Stderr, gcFaultStderr)
+		os.Exit(2)
+	case "nil":
+		// A real nil dereference outside the runtime: a panic, not the cap.
+		var p *sandbox.Result
+		fmt.Println(p.OK)
 	case "panic":
 		panic("worker bug")
 	case "garbage":
@@ -92,3 +103,15 @@ func dyingWorker(mode string) {
 	}
 	os.Exit(1)
 }
+
+const gcFaultStderr = `SIGSEGV: segmentation violation
+PC=0x439cbd m=0 sigcode=1 addr=0x0
+
+goroutine 0 gp=0x17547c0 m=0 mp=0x17559a0 [idle]:
+runtime.(*spanQueue).tryDrain(0x400?, 0x0?, 0x0?)
+	/usr/local/go/src/runtime/mgcmark_greenteagc.go:520 +0x5d fp=0x7fffa5dedc10 sp=0x7fffa5dedbf0 pc=0x439cbd
+runtime.(*spanQueue).drain(0x153f9d84d278, 0x10)
+	/usr/local/go/src/runtime/mgcmark_greenteagc.go:473 +0x66 fp=0x7fffa5dedc40 sp=0x7fffa5dedc10 pc=0x439ba6
+runtime.gcBgMarkWorker.func2()
+	/usr/local/go/src/runtime/mgc.go:1879 +0x7c fp=0x7fffa5dedf18 sp=0x7fffa5dedec8 pc=0x433f1c
+`

@@ -225,6 +225,9 @@ func TestDeadWorkerResults(t *testing.T) {
 	}{
 		{"oom", sandbox.PhaseMemory, "memory limit"},
 		{"thread", sandbox.PhaseMemory, "memory limit"},
+		{"gc-fault", sandbox.PhaseMemory, "faulted in runtime.(*spanQueue).tryDrain"},
+		{"gc-fault-uncapped", sandbox.PhaseCrash, "exit status 2 (SIGSEGV: segmentation violation)"},
+		{"nil", sandbox.PhaseCrash, "panic: runtime error: invalid memory address or nil pointer dereference"},
 		{"panic", sandbox.PhaseCrash, "panic: worker bug"},
 		{"exit", sandbox.PhaseCrash, "exit status 1"},
 		{"garbage", sandbox.PhaseCrash, "unreadable response"},

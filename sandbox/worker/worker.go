@@ -38,9 +38,10 @@ func Main(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	}
 	in := req.Init
 	limits := "RLIMIT_DATA off in this race-detector build"
+	dataLimited := false
 	if !raceEnabled {
 		var err error
-		if limits, err = applyDataLimit(in.MemoryLimitBytes); err != nil {
+		if limits, dataLimited, err = applyDataLimit(in.MemoryLimitBytes); err != nil {
 			return fatal(err)
 		}
 	}
@@ -63,7 +64,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	lim := runLimits{Timeout: timeout, HeapLimit: heapLimit, MaxCallStack: 5000, Advance: 3 * time.Second}
 	limits += fmt.Sprintf(", heap watchdog %d MiB, Go memory limit %d MiB, call stack 5000 frames, wall clock %s, SIGKILL after %s more",
 		heapLimit>>20, in.MemoryLimitBytes*6/10>>20, timeout, grace)
-	if err := enc.Encode(sandbox.WorkerResponse{Ready: true, Limits: limits, RSSBytes: currentRSS()}); err != nil {
+	if err := enc.Encode(sandbox.WorkerResponse{Ready: true, Limits: limits, DataLimited: dataLimited, RSSBytes: currentRSS()}); err != nil {
 		return 1
 	}
 

@@ -1,22 +1,13 @@
 package worker
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 )
-
-func assertGone(t *testing.T, pid int) {
-	t.Helper()
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("worker %d still exists (kill 0: %v)", pid, err)
-	}
-}
 
 // TestWorkerEnvironmentAndFDs checks that a worker starts with an empty
 // environment and holds no descriptor of the parent beyond its pipes.

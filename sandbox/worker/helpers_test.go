@@ -50,7 +50,7 @@ func testLibraries(t testing.TB) *libraries {
 	return libProg
 }
 
-var testLimits = runLimits{Timeout: 2 * time.Second, HeapLimit: 200 << 20, MaxCallStack: 5000, Advance: 3 * time.Second}
+var testLimits = runLimits{Timeout: 30 * time.Second, HeapLimit: 200 << 20, MaxCallStack: 5000, Advance: 3 * time.Second}
 
 // smokeInProcess builds and runs files in this process, without a worker.
 func smokeInProcess(t testing.TB, files map[string]string) *sandbox.Result {

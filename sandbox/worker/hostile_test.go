@@ -174,8 +174,8 @@ func TestHostileSnippets(t *testing.T) {
 	// one it cannot reach on a loaded machine (the allocation loop once
 	// timed out at 1 s before it filled the heap); only the cases that may
 	// time out run with the short one.
-	p := newTestPool(t, nil)
-	untimed := newTestPool(t, func(c *sandbox.Config) { c.Timeout = 30 * time.Second })
+	p := newTestPool(t, shortTimeout)
+	untimed := newTestPool(t, nil)
 	pid := os.Getpid()
 	cases := hostileCases()
 	if len(cases) < 25 {

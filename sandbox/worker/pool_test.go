@@ -49,7 +49,7 @@ func TestPoolRecyclesAfterN(t *testing.T) {
 }
 
 func TestPoolRespawnsAfterKill(t *testing.T) {
-	p := newTestPool(t, func(c *sandbox.Config) { c.Workers = 1 })
+	p := newTestPool(t, func(c *sandbox.Config) { c.Workers = 1; shortTimeout(c) })
 	res := smoke(t, p, app(`const ok = /^(?=a)(a+)+$/.test("a".repeat(40) + "b"); return <p>{String(ok)}</p>;`))
 	if res.Phase != sandbox.PhaseTimeout {
 		t.Fatalf("regex bomb: %s", res.Summary())
@@ -177,7 +177,7 @@ func TestDaemonMemoryAfter100Runs(t *testing.T) {
 	if currentRSS() == 0 {
 		t.Skip("RSS is only read on Linux")
 	}
-	p := newTestPool(t, nil)
+	p := newTestPool(t, shortTimeout) // for the regex bomb below
 	files := []map[string]string{
 		exampleFiles(t),
 		app(`throw new Error("render broke");`),

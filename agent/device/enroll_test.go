@@ -3,7 +3,6 @@ package device
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/internal/testutil/testhub"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -85,7 +85,7 @@ func TestEnrollLifecycle(t *testing.T) {
 // failure the caller can explain, and nothing is written.
 func TestEnrollUnreachableHub(t *testing.T) {
 	p := testPaths(t)
-	_, err := Enroll(context.Background(), p, EnrollOptions{Hub: "http://" + closedAddr(t), Code: "x", Store: credstore.KindFile})
+	_, err := Enroll(context.Background(), p, EnrollOptions{Hub: "http://" + testutil.ClosedAddr(t), Code: "x", Store: credstore.KindFile})
 	if KindOf(err) != KindFailed || !hubclient.Unreachable(err) {
 		t.Fatalf("unreachable hub: %v (kind %d)", err, KindOf(err))
 	}
@@ -118,7 +118,7 @@ func TestUnenroll(t *testing.T) {
 	}
 
 	away := *enr.Config
-	away.Hub = "http://" + closedAddr(t)
+	away.Hub = "http://" + testutil.ClosedAddr(t)
 	if _, err := Unenroll(ctx, p, &away, false); KindOf(err) != KindUnavailable || !strings.Contains(err.Error(), "nothing was removed") {
 		t.Fatalf("unreachable hub: %v (kind %d)", err, KindOf(err))
 	}
@@ -151,16 +151,4 @@ func TestUnenroll(t *testing.T) {
 	if err != nil || r.HubRevoked || !strings.Contains(r.HubNote, "--local-only") {
 		t.Fatalf("--local-only: %+v %v", r, err)
 	}
-}
-
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }

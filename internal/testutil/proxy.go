@@ -123,3 +123,15 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		}
 	}
 }
+
+// ClosedAddr is a loopback address nothing listens on: a dial is refused.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}

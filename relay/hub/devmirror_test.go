@@ -356,7 +356,7 @@ func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 	a.waitMirrorCaughtUp(dev)
 
 	// Cut off: the connection closes and redials reach nothing.
-	px.SetTarget(refusedAddr(t))
+	px.SetTarget(testutil.ClosedAddr(t))
 	px.Reset()
 	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
 	if _, err := b.cl.Revoke(context.Background(), dev); err != nil {
@@ -374,16 +374,4 @@ func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 	}
 	a.stop() // while NATS is up: cleanups would stop the server first
 	b.stop()
-}
-
-// refusedAddr is a loopback address nothing listens on.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }

@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +44,7 @@ func TestCluster(t *testing.T) {
 	st := &state{agent: agent}
 
 	t.Run("cross_node", func(t *testing.T) { testCrossNode(c.with(t), st) })
+	t.Run("read_your_writes", func(t *testing.T) { testReadYourWrites(c.with(t)) })
 	t.Run("nats_node_killed", func(t *testing.T) { testNATSNodeKilled(c.with(t), st) })
 	t.Run("hub_node_killed", func(t *testing.T) { testHubNodeKilled(c.with(t), st) })
 	t.Run("full_restart", func(t *testing.T) {
@@ -118,6 +122,56 @@ func testCrossNode(c *cluster, st *state) {
 	}
 	st.clientToken = tok.ID
 	c.checkState(hubA, st, "a client token made on hub-b, read on hub-a")
+}
+
+// testReadYourWrites: what one node has just written, another node reads
+// at once. A replicated bucket's direct get may be answered by a replica
+// that has not applied the write yet; a "not found" from one would refuse
+// a pairing code made a moment ago, or a device enrolled a moment ago
+// (401 at connect, which an agent does not retry).
+func testReadYourWrites(c *cluster) {
+	t := c.t
+	hubA, hubB, hubC := c.hubs[0], c.hubs[1], c.hubs[2]
+	for i := range 100 {
+		pairOn, enrollOn, connectOn := hubC, hubA, hubB
+		if i%2 == 1 {
+			pairOn, enrollOn, connectOn = hubB, hubC, hubA
+		}
+		raw, err := c.enrollRaw(pairOn, enrollOn)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := raw.connect(t, connectOn.addr); err != nil {
+			t.Fatalf("round %d: enrolled on %s, connecting to %s at once: %v", i, enrollOn.name, connectOn.name, err)
+		}
+		raw.close()
+		if _, err := hubA.cl.Revoke(context.Background(), raw.id); err != nil {
+			t.Fatalf("round %d: revoke: %v", i, err)
+		}
+	}
+	// How often a replica lagged (not asserted: it depends on the load).
+	for _, h := range c.hubs {
+		t.Logf("%s: %s", h.name, c.metricLines(h, "roomrelay_hub_kv_stale_reads_total{"))
+	}
+}
+
+// metricLines are the lines of h's /metrics that start with prefix.
+func (c *cluster) metricLines(h *hubNode, prefix string) string {
+	req, _ := http.NewRequest(http.MethodGet, h.url()+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, strings.TrimPrefix(l, "roomrelay_hub_"))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // testNATSNodeKilled: kill -9 of the JetStream meta leader.

@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -325,8 +326,12 @@ func (c *cluster) enrollRaw(pairOn, enrollOn *hubNode) (*rawDevice, error) {
 // connect dials hubAddr with the device's token and waits for welcome.
 func (d *rawDevice) connect(t testing.TB, hubAddr string) error {
 	dl := websocket.Dialer{Subprotocols: []string{relay.Subprotocol}, HandshakeTimeout: 10 * time.Second}
-	conn, _, err := dl.Dial("ws://"+hubAddr+relay.ConnectPath, http.Header{"Authorization": {"Bearer " + d.token}})
+	conn, resp, err := dl.Dial("ws://"+hubAddr+relay.ConnectPath, http.Header{"Authorization": {"Bearer " + d.token}})
 	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("dial: %w: %s %s", err, resp.Status, bytes.TrimSpace(body))
+		}
 		return fmt.Errorf("dial: %w", err)
 	}
 	hello, _ := relay.Encode(&relay.Hello{Protocol: relay.ProtocolVersion, AgentVersion: "cluster-test", DeviceID: d.id, OS: "linux",

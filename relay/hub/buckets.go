@@ -61,7 +61,7 @@ func (e *errReplicas) Unwrap() error { return e.err }
 // `replicas` replicas. A bucket or stream that already has more keeps
 // them: an operator's raise is never undone by a hub restart.
 func openStore(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger) (*store, error) {
-	var s store
+	s := store{nc: js.Conn(), replicated: map[string]bool{}}
 	for _, b := range buckets {
 		r, err := keepReplicas(ctx, js, "KV_"+b.name, replicas, log)
 		if err != nil {
@@ -83,6 +83,7 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int, log *s
 			return nil, replicaErr(fmt.Errorf("kv bucket %s: %w", b.name, err), r)
 		}
 		*b.field(&s) = kv
+		s.replicated[b.name] = r > 1
 	}
 	r, err := keepReplicas(ctx, js, streamEvents, replicas, log)
 	if err != nil {

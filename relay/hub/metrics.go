@@ -35,6 +35,7 @@ type metrics struct {
 	kvErrors       *prometheus.CounterVec   // bucket, op
 	connectReads   *prometheus.CounterVec   // source
 	copyLoads      *prometheus.CounterVec   // bucket
+	staleReads     *prometheus.CounterVec   // bucket
 }
 
 // commandBuckets span a local round trip (under a millisecond) to
@@ -82,6 +83,10 @@ func newMetrics(h *Hub) *metrics {
 			Name: "roomrelay_hub_bucket_copy_loads_total",
 			Help: "Times this node loaded its in-memory copy of a bucket (rr_devices, rr_rooms) from a new watch: once at start, then after each NATS reconnect.",
 		}, []string{"bucket"}),
+		staleReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomrelay_hub_kv_stale_reads_total",
+			Help: "Reads of a replicated bucket that a replica answered \"not found\" and the stream leader found (a write from another node not yet applied there), by bucket.",
+		}, []string{"bucket"}),
 	}
 	for _, o := range enrollOutcomes {
 		m.enrollments.WithLabelValues(o)
@@ -95,7 +100,7 @@ func newMetrics(h *Hub) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads,
+		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads, m.staleReads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_mirrored_devices",
 			Help: "Device records in this node's mirror of rr_devices (it starts empty with each new watch and fills as the watch loads).",
@@ -222,14 +227,19 @@ func (m *metrics) enrollDone(added bool, err error) {
 	m.enrollments.WithLabelValues(outcome).Inc()
 }
 
-// countKVErrors makes every bucket of st count its failed operations.
+// countKVErrors makes every bucket of st count its failed operations, and
+// a replicated bucket confirm a "not found" with the leader (kvleader.go).
 // Wrapping the buckets, rather than counting at call sites, covers every
 // operation, including ones added later.
 func (st *store) countKVErrors(m *metrics) {
 	for _, b := range buckets {
 		f := b.field(st)
 		if _, done := (*f).(countingKV); !done && *f != nil {
-			*f = countingKV{KeyValue: *f, m: m, bucket: (*f).Bucket()}
+			ck := countingKV{KeyValue: *f, m: m, bucket: (*f).Bucket()}
+			if st.replicated[b.name] {
+				ck.leader = st.nc
+			}
+			*f = ck
 		}
 	}
 }
@@ -247,6 +257,7 @@ type countingKV struct {
 	jetstream.KeyValue
 	m      *metrics
 	bucket string
+	leader *nats.Conn // set for a replicated bucket: Get confirms "not found" with the leader
 }
 
 func (k countingKV) count(op string, err error) {
@@ -257,6 +268,11 @@ func (k countingKV) count(op string, err error) {
 
 func (k countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
 	e, err := k.KeyValue.Get(ctx, key)
+	if k.leader != nil && errors.Is(err, jetstream.ErrKeyNotFound) {
+		if e, err = leaderGet(ctx, k.leader, k.bucket, key); err == nil {
+			k.m.staleReads.WithLabelValues(k.bucket).Inc()
+		}
+	}
 	k.count("get", err)
 	return e, err
 }

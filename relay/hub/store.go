@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
@@ -104,6 +105,9 @@ type presenceRec struct {
 // store wraps the KV buckets.
 type store struct {
 	devices, tokens, pairing, presence, proposals, rooms, clients, enroll, nodes jetstream.KeyValue
+
+	nc         *nats.Conn
+	replicated map[string]bool // bucket name → more than one replica
 }
 
 func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {

@@ -59,18 +59,14 @@ func leaderGet(ctx context.Context, nc *nats.Conn, bucket, key string) (jetstrea
 		return nil, fmt.Errorf("leader get %s/%s: empty answer", bucket, key)
 	}
 	m := resp.Message
-	op := jetstream.KeyValuePut
 	if len(m.Header) > 0 {
 		h, err := nats.DecodeHeadersMsg(m.Header)
 		if err != nil {
 			return nil, fmt.Errorf("leader get %s/%s: %w", bucket, key, err)
 		}
-		if h.Get("KV-Operation") != "" {
-			op = jetstream.KeyValueDelete // a delete or purge marker
+		if h.Get("KV-Operation") != "" { // a delete or purge marker
+			return nil, jetstream.ErrKeyNotFound // as Get answers a deleted key
 		}
-	}
-	if op != jetstream.KeyValuePut {
-		return nil, jetstream.ErrKeyNotFound // as Get answers a deleted key
 	}
 	return leaderEntry{bucket: bucket, key: key, value: m.Data, rev: m.Seq, created: m.Time}, nil
 }

@@ -102,8 +102,8 @@ func TestCodesClosedSet(t *testing.T) {
 		}
 		seen[c] = true
 	}
-	if len(seen) != 13 || len(codeInfo) != 13 {
-		t.Fatalf("closed set has %d codes listed and %d described, want 13", len(seen), len(codeInfo))
+	if len(seen) != 14 || len(codeInfo) != 14 {
+		t.Fatalf("closed set has %d codes listed and %d described, want 14", len(seen), len(codeInfo))
 	}
 	if Code("made_up").Valid() {
 		t.Fatal("an unknown code is valid")

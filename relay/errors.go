@@ -22,6 +22,7 @@ const (
 	CodeBusy                Code = "busy"
 	CodeRateLimited         Code = "rate_limited"
 	CodeSandboxFailed       Code = "sandbox_failed"
+	CodeAppNotRunning       Code = "app_not_running"
 	CodeInternal            Code = "internal"
 )
 
@@ -42,6 +43,7 @@ var codeInfo = map[Code]struct {
 	CodeBusy:                {true, "the device is running as many commands as it allows; retry shortly"},
 	CodeRateLimited:         {true, "the device owner's rate limit for this project was reached; retry later"},
 	CodeSandboxFailed:       {false, "the snippet failed its smoke-run; see the phase and location in the message"},
+	CodeAppNotRunning:       {true, "the desktop app is not running on the device (the relay is online); ask its owner to open it, and do not retry until they say it is open"},
 	CodeInternal:            {true, "an unexpected error on the device or hub; retry, and check `roomrelay status` on the device"},
 }
 
@@ -58,7 +60,7 @@ func (c Code) Hint() string { return codeInfo[c].hint }
 func Codes() []Code {
 	return []Code{CodeNotEnrolled, CodeDeviceOffline, CodeProjectNotEnabled, CodeCommandNotAllowed,
 		CodeInvalidArgs, CodeNotFound, CodePendingReview, CodeIdempotencyConflict, CodeExpired,
-		CodeBusy, CodeRateLimited, CodeSandboxFailed, CodeInternal}
+		CodeBusy, CodeRateLimited, CodeSandboxFailed, CodeAppNotRunning, CodeInternal}
 }
 
 // Error is a command failure as it travels in a result frame.

@@ -258,7 +258,7 @@ func StatusFor(res *relay.Result) int {
 		return http.StatusInternalServerError
 	}
 	switch res.Error.Code {
-	case relay.CodeDeviceOffline:
+	case relay.CodeDeviceOffline, relay.CodeAppNotRunning:
 		return http.StatusServiceUnavailable
 	case relay.CodeExpired:
 		return http.StatusGatewayTimeout

@@ -65,7 +65,7 @@
 //	ok 200 · invalid_args 400 · not_enrolled, project_not_enabled,
 //	command_not_allowed 403 · not_found 404 · idempotency_conflict,
 //	pending_review 409 · sandbox_failed 422 · busy, rate_limited 429 ·
-//	internal 500 · device_offline 503 · expired 504
+//	internal 500 · device_offline, app_not_running 503 · expired 504
 //
 // # NATS
 //

@@ -123,8 +123,8 @@ func New(cfg Config) (*Front, error) {
 }
 
 const instructions = "roomrelay reaches local Rooms: Rooms kept by a desktop app on one laptop, through an agent the owner runs there. " +
-	"Start with list_local_rooms. A local Room is reachable only while its laptop is online; when a call fails with device_offline, " +
-	"tell the user instead of retrying. Proposals wait for the owner's approval on that laptop (`roomrelay review`)."
+	"Start with list_local_rooms. A local Room is reachable only while its laptop is online; when a call fails with device_offline " +
+	"(or app_not_running: the laptop is online but its desktop app is closed), tell the user instead of retrying. Proposals wait for the owner's approval on that laptop (`roomrelay review`)."
 
 // Mount registers the front's two paths on mux, wrapped by the hub's Track
 // (so they follow its readiness and shutdown).

@@ -29,7 +29,7 @@ const (
 )
 
 // offline is what every device tool says about reach, as the seed advises.
-const offline = " The Room lives on one laptop: while it is offline the call fails with device_offline; tell the user instead of retrying."
+const offline = " The Room lives on one laptop: while it is offline the call fails with device_offline, and while its desktop app is closed with app_not_running; tell the user instead of retrying."
 
 var descriptions = map[string]string{
 	ToolListLocalRooms: "List the local Rooms this token's project can reach, kept on owners' laptops, with each laptop's presence (online, sleeping, offline, last seen). Use their room_id in the other tools.",
@@ -144,6 +144,7 @@ var hints = map[relay.Code]string{
 	relay.CodeRateLimited:         "Wait as the message says before calling again.",
 	relay.CodeSandboxFailed:       "Fix the snippet at the location given and propose it again.",
 	relay.CodeNotEnrolled:         "The laptop is not enrolled for this project; tell the user.",
+	relay.CodeAppNotRunning:       "Tell the user the desktop app is closed on their laptop (the relay is online) and ask them to open it; do not retry until they say it is open.",
 	relay.CodeInternal:            "Retry once; if it persists, tell the user.",
 }
 

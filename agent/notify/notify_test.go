@@ -186,7 +186,7 @@ func TestQueueIsBoundedAndNeverBlocks(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); q.Run(ctx) }()
 	q.Post(Note{ProposalID: "prop_0"})
-	waitFor(t, "the first note to be taken", func() bool { return len(q.ch) == 0 })
+	testutil.Eventually(t, "the first note to be taken", func() bool { return len(q.ch) == 0 })
 	if !q.Post(Note{ProposalID: "prop_1"}) || !q.Post(Note{ProposalID: "prop_2"}) {
 		t.Fatal("a queue of 2 refused 2 notes")
 	}
@@ -205,23 +205,12 @@ func TestQueueIsBoundedAndNeverBlocks(t *testing.T) {
 	if strings.Contains(logs.String(), "level=WARN msg=\"notify: desktop notification failed") {
 		t.Errorf("shutdown logged as a failure:\n%s", logs.String())
 	}
-	waitFor(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Eventually(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base })
 }
 
 func waitLog(t *testing.T, logs *testutil.SyncBuffer, s string) {
 	t.Helper()
-	waitFor(t, "a log line with "+s, func() bool {
+	testutil.Eventually(t, "a log line with "+s, func() bool {
 		return strings.Contains(logs.String(), "proposal="+s) && strings.Contains(logs.String(), "failed")
 	})
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -324,4 +325,58 @@ func TestAnnounceSleepWhileOfflineHoldsUntilWake(t *testing.T) {
 	clk.Tick()
 	hub.next(t)
 	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+}
+
+// TestDrainLoopBacksOff: a hub that drains every session as soon as it is
+// up (after_ms 0) once made the agent reconnect at dial speed, ~20 times a
+// second, forever: a drain reset the failure count and dialled at once.
+// A drained session that never stayed up for ResetAfter now counts as a
+// failure: the first is free (a rolling deploy), then the waits follow the
+// backoff, while the old session still serves.
+func TestDrainLoopBacksOff(t *testing.T) {
+	hub := newTestHub(t)
+	clk := newFakeClock()
+	a := newTestAgent(t, hub, "", func(c *Config) {
+		c.Clock = clk
+		c.Backoff = Backoff{Base: time.Second, Cap: 60 * time.Second, ResetAfter: 30 * time.Second}
+		c.Rand = func(n int64) int64 { return n - 1 } // always the upper bound
+	})
+	start(t, a)
+	var prev *hubConn
+	handOver := func(c *hubConn) {
+		if prev != nil { // the old session may close now
+			prev.send(&relay.Drain{Reason: relay.DrainHandedOver})
+		}
+		prev = c
+	}
+	drainNow := func() {
+		t.Helper()
+		c := hub.next(t)
+		handOver(c)
+		c.send(&relay.Drain{AfterMS: 0, Reason: "drain loop"})
+		if d := clk.nextTimer(t); d != 0 {
+			t.Fatalf("move timer %v, want 0", d)
+		}
+		clk.Advance(0)
+	}
+	drainNow() // the first early drain: dial at once
+	for _, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second} {
+		drainNow()
+		if d := clk.nextTimer(t); d != want {
+			t.Fatalf("after a session drained at once the agent waits %v, want the backoff's %v", d, want)
+		}
+		clk.Advance(want)
+	}
+	// A session that stayed up long enough resets the count: its drain is
+	// free again.
+	c := hub.next(t)
+	handOver(c)
+	eventually(t, "online", func() bool { return a.Status().SessionID == fmt.Sprintf("s%d", c.n) })
+	clk.Advance(31 * time.Second)
+	c.send(&relay.Drain{AfterMS: 0, Reason: "deploy"})
+	if d := clk.nextTimer(t); d != 0 {
+		t.Fatalf("move timer %v, want 0", d)
+	}
+	clk.Advance(0)
+	handOver(hub.next(t))
 }

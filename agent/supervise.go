@@ -123,16 +123,40 @@ func (a *Agent) supervise(ctx context.Context) error {
 			a.log.Warn("the hub replaced this session with a newer one of the same device: is another roomrelay agent running with this device's identity?",
 				"device", a.cfg.DeviceID)
 		case endDrain:
-			// Dial now; the old session serves meanwhile. No penalty: the
-			// hub is fine and directs us.
-			prev, prevTries, attempt = end.prev, 0, 0
-			continue
+			// Dial now; the old session serves meanwhile. No penalty after
+			// a session that stayed up: the hub is fine and directs us.
+			prev, prevTries = end.prev, 0
+			if !a.drainedEarly(end) {
+				attempt = 0
+				continue
+			}
+			// A hub (or a balancer that keeps picking a draining node) can
+			// drain every session at once. Such a drain counts as a failure:
+			// the first one since the agent was last stable is free (a
+			// rolling deploy), the next ones back off while the old session
+			// still serves, so reconnects cannot loop at dial speed.
+			if attempt == 0 {
+				attempt = 1
+				continue
+			}
+			a.log.Warn("the hub drained a session that had just begun; backing off before the next one", "attempt", attempt+1)
 		case endDrainClosed:
 			// The node asked for this delay to spread its agents' return
 			// (it had nowhere to move them, or went first): keep to it,
-			// without a failure's penalty.
+			// without a failure's penalty unless the session had just begun
+			// (as for endDrain).
 			a.log.Info("the draining hub node closed the session; reconnecting after the delay it asked for", "after", end.after)
-			wait, attempt = end.after, 0
+			wait = end.after
+			switch {
+			case !a.drainedEarly(end):
+				attempt = 0
+			case attempt == 0:
+				attempt = 1
+			default:
+				bound := a.cfg.Backoff.Max(attempt)
+				wait = max(wait, time.Duration(a.cfg.Rand(int64(bound)+1)))
+				attempt++
+			}
 		case endWake:
 			a.log.Info("wall clock jumped (wake from sleep?): reconnecting now")
 			continue
@@ -151,6 +175,15 @@ func (a *Agent) supervise(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// drainedEarly reports whether a drain ended a session that was never
+// useful: it had been online for less than Backoff.ResetAfter. Such a drain
+// counts as a failure for the backoff, so a hub that drains every session
+// after 0 ms gets reconnects at the backoff's pace (full jitter up to its
+// cap), not ~20 a second.
+func (a *Agent) drainedEarly(end sessionEnd) bool {
+	return !end.online || a.clock.Now().Sub(end.since) < a.cfg.Backoff.ResetAfter
 }
 
 // wait sleeps d on the agent's clock in state backoff. A wall-clock jump

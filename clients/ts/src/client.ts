@@ -1,0 +1,199 @@
+// A thin client of the agent's local API over node:http with socketPath, so
+// the same code reaches a unix socket and a Windows named pipe. No runtime
+// dependency beyond Node.
+import http from "node:http";
+import { AgentNotRunningError, RoomrelayError, errorFromBody, isTransportGone } from "./errors.js";
+import { discover, type DiscoverOptions, type Endpoint } from "./discovery.js";
+import { EventStream, type EventStreamOptions } from "./events.js";
+import type { AuditEntry, Decision, EnableRequest, Project, ProjectsList, Proposal, ProposalSummary, Status } from "./types.js";
+
+export const API_PREFIX = "/localapi/v1";
+/** Bodies larger than this are refused before parsing (the agent's answers are small). */
+const MAX_BODY = 16 << 20;
+
+export interface ClientOptions {
+  /** The unix socket or Windows pipe (an Endpoint's path). */
+  socketPath: string;
+  /** Sent as Roomrelay-Client ("app/version"); the agent logs and audits it. */
+  client?: string;
+  /** Per request (default 30 s); the events stream has none. */
+  timeoutMs?: number;
+}
+
+export interface RawResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+export class LocalAPIClient {
+  readonly socketPath: string;
+  readonly clientName: string;
+  readonly timeoutMs: number;
+  /** The Roomrelay-Api-Version of the latest answer. */
+  apiVersion?: string;
+
+  constructor(opts: ClientOptions) {
+    this.socketPath = opts.socketPath;
+    this.clientName = opts.client ?? "roomrelay-localapi-ts/0.1.0";
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
+
+  /** discover finds the running agent (see discover()) and returns a client for it. */
+  static async discover(opts: DiscoverOptions & Omit<ClientOptions, "socketPath"> = {}): Promise<{ client: LocalAPIClient; endpoint: Endpoint }> {
+    const endpoint = await discover(opts);
+    return { client: new LocalAPIClient({ ...opts, socketPath: endpoint.path }), endpoint };
+  }
+
+  /** open starts a request and resolves with the response head; the caller reads the body. */
+  open(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<http.IncomingMessage> {
+    const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body), "utf8");
+    const headers: Record<string, string> = { Accept: "application/json", "Roomrelay-Client": this.clientName, ...opts.headers };
+    if (payload) {
+      headers["Content-Type"] = "application/json";
+      headers["Content-Length"] = String(payload.length);
+    }
+    return new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: this.socketPath, host: "localhost", method, path, headers, signal: opts.signal });
+      const timeout = opts.timeoutMs ?? this.timeoutMs;
+      if (timeout > 0) {
+        req.setTimeout(timeout, () => req.destroy(new RoomrelayError("timeout", `${method} ${path}: no answer in ${timeout} ms`, { retryable: true })));
+      }
+      req.on("response", (res) => {
+        req.setTimeout(0);
+        const v = res.headers["roomrelay-api-version"];
+        if (typeof v === "string") this.apiVersion = v;
+        resolve(res);
+      });
+      req.on("error", (err) => reject(wrapTransport(err, method, path)));
+      req.end(payload);
+    });
+  }
+
+  /** request sends a request and reads the whole answer; an error status throws its typed exception. */
+  async request(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<RawResponse> {
+    const res = await this.open(method, path, opts);
+    const body = await readBody(res, method, path);
+    if (res.statusCode === undefined || res.statusCode >= 400) {
+      throw errorFromBody(res.statusCode ?? 0, parseJSON(body));
+    }
+    return { status: res.statusCode, headers: res.headers, body };
+  }
+
+  async json<T>(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<T> {
+    const r = await this.request(method, path, opts);
+    const v = parseJSON(r.body);
+    if (v === undefined) throw new RoomrelayError("bad_response", `${method} ${path}: the answer is not JSON`, { status: r.status });
+    return v as T;
+  }
+
+  /** GET /status: the live agent state, the provider's, pending proposals, the API version. */
+  status(): Promise<Status> {
+    return this.json<Status>("GET", `${API_PREFIX}/status`);
+  }
+
+  /** GET /projects with its ETag (the policy revision a write must name). */
+  async projects(): Promise<ProjectsList> {
+    const r = await this.request("GET", `${API_PREFIX}/projects`);
+    const v = parseJSON(r.body) as { projects?: Project[] } | undefined;
+    return { projects: v?.projects ?? [], etag: String(r.headers.etag ?? "") };
+  }
+
+  /** PUT /projects/{id} with If-Match; a stale etag throws PreconditionFailedError. */
+  async putProject(id: string, project: Omit<Project, "id"> & { id?: string }, etag: string): Promise<ProjectsList> {
+    const r = await this.request("PUT", `${API_PREFIX}/projects/${encodeURIComponent(id)}`, { body: project, headers: { "If-Match": etag } });
+    const v = parseJSON(r.body) as { projects?: Project[] } | Project | undefined;
+    const projects = v && "projects" in v && Array.isArray(v.projects) ? v.projects : v ? [v as Project] : [];
+    return { projects, etag: String(r.headers.etag ?? "") };
+  }
+
+  /** POST /projects/{id}/enable: the CLI's `roomrelay enable` rules. */
+  enableProject(id: string, req: EnableRequest = {}): Promise<Project> {
+    return this.json<Project>("POST", `${API_PREFIX}/projects/${encodeURIComponent(id)}/enable`, { body: req });
+  }
+
+  /** POST /projects/{id}/disable. */
+  disableProject(id: string, req: EnableRequest = {}): Promise<Project> {
+    return this.json<Project>("POST", `${API_PREFIX}/projects/${encodeURIComponent(id)}/disable`, { body: req });
+  }
+
+  /** GET /proposals (no files). */
+  async proposals(state?: string): Promise<ProposalSummary[]> {
+    const q = state ? `?state=${encodeURIComponent(state)}` : "";
+    const v = await this.json<{ proposals?: ProposalSummary[] } | ProposalSummary[]>("GET", `${API_PREFIX}/proposals${q}`);
+    return Array.isArray(v) ? v : (v.proposals ?? []);
+  }
+
+  /** GET /proposals/{id}: every file in full and the hidden-character report. */
+  proposal(id: string): Promise<Proposal> {
+    return this.json<Proposal>("GET", `${API_PREFIX}/proposals/${encodeURIComponent(id)}`);
+  }
+
+  /** POST /proposals/{id}/check: the sandbox's pre-approval verdict. */
+  checkProposal(id: string): Promise<Record<string, unknown>> {
+    return this.json("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/check`, { body: {} });
+  }
+
+  /** POST /proposals/{id}/approve bound to the hash the owner saw; another hash throws HashMismatchError. */
+  approve(id: string, contentHash: string): Promise<Decision> {
+    return this.json<Decision>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/approve`, { body: { content_hash: contentHash } });
+  }
+
+  /** POST /proposals/{id}/decline. */
+  decline(id: string): Promise<Decision> {
+    return this.json<Decision>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/decline`, { body: {} });
+  }
+
+  /** GET /audit: recent outcomes (no arguments, no contents). */
+  async audit(limit?: number): Promise<AuditEntry[]> {
+    const q = limit ? `?limit=${limit}` : "";
+    const v = await this.json<{ entries?: AuditEntry[] } | AuditEntry[]>("GET", `${API_PREFIX}/audit${q}`);
+    return Array.isArray(v) ? v : (v.entries ?? []);
+  }
+
+  /** GET /openapi.json: the contract this agent serves. */
+  openapi(): Promise<Record<string, unknown>> {
+    return this.json("GET", `${API_PREFIX}/openapi.json`);
+  }
+
+  /** events opens the event stream: an async iterable that resumes with since= and reports resyncs. */
+  events(opts: EventStreamOptions = {}): EventStream {
+    return new EventStream(this, opts);
+  }
+}
+
+function wrapTransport(err: unknown, method: string, path: string): Error {
+  if (err instanceof RoomrelayError) return err;
+  if ((err as Error | null)?.name === "AbortError") return err as Error;
+  if (isTransportGone(err)) {
+    return new AgentNotRunningError(`${method} ${path}: the roomrelay agent is not running (${(err as Error).message})`, err);
+  }
+  return new RoomrelayError("internal", `${method} ${path}: ${(err as Error)?.message ?? String(err)}`, { retryable: true, cause: err });
+}
+
+function readBody(res: http.IncomingMessage, method: string, path: string): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    res.on("data", (c: Buffer) => {
+      n += c.length;
+      if (n > MAX_BODY) {
+        res.destroy();
+        reject(new RoomrelayError("bad_response", `${method} ${path}: the answer is over ${MAX_BODY} bytes`));
+        return;
+      }
+      chunks.push(c);
+    });
+    res.on("end", () => resolve(Buffer.concat(chunks)));
+    res.on("error", (err) => reject(wrapTransport(err, method, path)));
+  });
+}
+
+function parseJSON(b: Buffer): unknown {
+  if (b.length === 0) return undefined;
+  try {
+    return JSON.parse(b.toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}

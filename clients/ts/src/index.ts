@@ -1,0 +1,8 @@
+// @roomrelay/localapi: a desktop app's client of the roomrelay agent.
+export * from "./client.js";
+export * from "./discovery.js";
+export * from "./errors.js";
+export * from "./events.js";
+export * from "./hash.js";
+export * from "./provider.js";
+export type * from "./types.js";

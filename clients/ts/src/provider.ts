@@ -1,0 +1,403 @@
+// The room provider: the desktop app owns its Rooms and roomrelay asks it
+// for them. The app dials a websocket on the local API endpoint (subprotocol
+// roomrelay.provider.v1) and both sides speak JSON-RPC 2.0: the app says
+// provider.hello and rooms.changed; roomrelay sends rooms.read, apps.list,
+// apps.status, apps.files, apps.install and apps.set_build_state, which the
+// app answers through the handlers it supplies, and $/cancelRequest when the
+// cloud caller gave up. The newest provider connection wins: a replaced one
+// (close code 4001) does not reconnect.
+import { EventEmitter } from "node:events";
+import net from "node:net";
+import WebSocket from "ws";
+import { API_PREFIX } from "./client.js";
+import { discover, type DiscoverOptions } from "./discovery.js";
+import { RoomrelayError } from "./errors.js";
+
+export const PROVIDER_SUBPROTOCOL = "roomrelay.provider.v1";
+export const PROVIDER_PROTOCOL_VERSION = 1;
+/** The close code roomrelay uses when a newer provider connection replaced this one. */
+export const CLOSE_REPLACED = 4001;
+/** Requests from roomrelay handled at once; more are refused (roomrelay caps its own side too). */
+const MAX_IN_FLIGHT = 8;
+
+export interface ProviderRoom {
+  id: string;
+  project: string;
+  name: string;
+}
+
+export interface RoomRef {
+  project: string;
+  room_id: string;
+}
+export interface RoomsReadResult {
+  id: string;
+  name: string;
+  app_count: number;
+}
+export interface AppsListParams extends RoomRef {
+  limit?: number;
+  cursor?: string;
+}
+export interface ProviderApp {
+  instance_id: string;
+  name: string;
+  source?: string;
+  launcher?: string;
+}
+export interface AppsListResult {
+  apps: ProviderApp[];
+  next_cursor?: string;
+}
+export interface AppRef extends RoomRef {
+  instance_id: string;
+}
+export interface AppsStatusResult {
+  instance_id: string;
+  launcher?: string;
+  review?: string;
+  content_hash?: string;
+  build?: unknown;
+}
+export interface AppsFilesResult {
+  files: Record<string, string>;
+  content_hash: string;
+}
+export interface AppsInstallParams extends RoomRef {
+  proposal_id: string;
+  name: string;
+  kind: "snippet" | "repo" | (string & {});
+  files?: Record<string, string>;
+  repository_id?: string;
+  version_id?: string;
+  content_hash: string;
+  approved_at?: string;
+  decided_via?: string;
+}
+export interface AppsInstallResult {
+  instance_id: string;
+}
+export interface SetBuildStateParams {
+  instance_id: string;
+  content_hash?: string;
+  state: string;
+  phase?: string;
+  summary?: string;
+}
+
+/** What every handler gets besides its params. */
+export interface RequestContext {
+  id: string | number;
+  method: string;
+  /** Aborted on $/cancelRequest, at the deadline, or when the connection closes. */
+  signal: AbortSignal;
+  deadline?: Date;
+}
+
+type H<P, R> = (params: P, ctx: RequestContext) => R | Promise<R>;
+
+/** The app's answers to roomrelay's requests; a missing one answers "method not found". */
+export interface ProviderHandlers {
+  roomsRead?: H<RoomRef, RoomsReadResult>;
+  appsList?: H<AppsListParams, AppsListResult>;
+  appsStatus?: H<AppRef, AppsStatusResult>;
+  appsFiles?: H<AppRef, AppsFilesResult>;
+  appsInstall?: H<AppsInstallParams, AppsInstallResult>;
+  appsSetBuildState?: H<SetBuildStateParams, Record<string, never>>;
+}
+
+const methods: Record<string, keyof ProviderHandlers> = {
+  "rooms.read": "roomsRead",
+  "apps.list": "appsList",
+  "apps.status": "appsStatus",
+  "apps.files": "appsFiles",
+  "apps.install": "appsInstall",
+  "apps.set_build_state": "appsSetBuildState",
+};
+
+/** A handler's refusal with a code from roomrelay's closed set (not_found, invalid_args, hash_mismatch, internal). */
+export class ProviderError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ProviderError";
+  }
+}
+
+export interface HelloResult {
+  protocol_version: number;
+  roomrelay?: { version?: string };
+  projects?: string[];
+  heartbeat_s?: number;
+  [k: string]: unknown;
+}
+
+export interface ProviderOptions {
+  /** The endpoint; without it the provider discovers the agent before every dial. */
+  socketPath?: string;
+  discover?: DiscoverOptions;
+  app: { name: string; version: string };
+  capabilities?: { install?: boolean; files?: boolean; build_state?: boolean; notifications?: boolean };
+  handlers: ProviderHandlers;
+  /** The app's room directory, sent after every hello. */
+  rooms?: ProviderRoom[];
+  /** Dial again when the connection drops or the agent is not running yet (default true). */
+  reconnect?: boolean;
+  maxBackoffMs?: number;
+  /** Largest websocket message accepted (default 4 MiB). */
+  maxPayload?: number;
+}
+
+interface Pending {
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+/**
+ * Provider keeps the app registered with the local agent. Events:
+ * "connected" (HelloResult), "disconnected" ({code, reason}), "replaced",
+ * "error" (Error), "request" ({method, params}) before each handler runs.
+ */
+export class Provider extends EventEmitter {
+  private ws?: WebSocket;
+  private rooms: ProviderRoom[];
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly inFlight = new Map<string, AbortController>();
+  private stopped = false;
+  private backoff = 100;
+  private timer?: NodeJS.Timeout;
+  /** The latest hello answer while connected. */
+  hello?: HelloResult;
+
+  constructor(private readonly opts: ProviderOptions) {
+    super();
+    this.rooms = opts.rooms ?? [];
+  }
+
+  get connected(): boolean {
+    return this.hello !== undefined && this.ws?.readyState === WebSocket.OPEN;
+  }
+
+  /** start dials; it resolves at the first hello (and keeps reconnecting after, unless told not to). */
+  start(): Promise<HelloResult> {
+    this.stopped = false;
+    const first = new Promise<HelloResult>((resolve, reject) => {
+      const onHello = (h: HelloResult) => {
+        this.off("fatal", onFatal);
+        resolve(h);
+      };
+      const onFatal = (e: Error) => {
+        this.off("connected", onHello);
+        reject(e);
+      };
+      this.once("connected", onHello);
+      this.once("fatal", onFatal);
+    });
+    void this.dial();
+    return first;
+  }
+
+  /** setRooms replaces the directory and tells roomrelay at once when connected. */
+  setRooms(rooms: ProviderRoom[]): void {
+    this.rooms = rooms;
+    if (this.connected) this.notify("rooms.changed", { rooms });
+  }
+
+  /** notify sends a JSON-RPC notification (e.g. apps.changed). */
+  notify(method: string, params: unknown): void {
+    this.send({ jsonrpc: "2.0", method, params });
+  }
+
+  /** close disconnects and stops reconnecting. */
+  close(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    const ws = this.ws;
+    if (!ws || ws.readyState === WebSocket.CLOSED) return Promise.resolve();
+    return new Promise((resolve) => {
+      ws.once("close", () => resolve());
+      ws.close(1000, "app closing");
+      setTimeout(() => {
+        ws.terminate();
+        resolve();
+      }, 2000).unref();
+    });
+  }
+
+  private async dial(): Promise<void> {
+    if (this.stopped) return;
+    let socketPath = this.opts.socketPath;
+    try {
+      socketPath ??= (await discover(this.opts.discover)).path;
+    } catch (err) {
+      this.retry(err as Error);
+      return;
+    }
+    const ws = new WebSocket(`ws://localhost${API_PREFIX}/provider`, PROVIDER_SUBPROTOCOL, {
+      createConnection: () => net.connect(socketPath),
+      perMessageDeflate: false,
+      maxPayload: this.opts.maxPayload ?? 4 << 20,
+      handshakeTimeout: 10_000,
+      headers: { "Roomrelay-Client": `${this.opts.app.name}/${this.opts.app.version}` },
+    });
+    this.ws = ws;
+    ws.on("open", () => void this.onOpen(ws));
+    ws.on("message", (data, isBinary) => this.onMessage(ws, data as Buffer, isBinary));
+    ws.on("unexpected-response", (_req, res) => {
+      const e = new RoomrelayError(res.statusCode === 403 ? "forbidden" : "bad_response", `provider: the agent answered HTTP ${res.statusCode} to the websocket upgrade`, { status: res.statusCode, retryable: (res.statusCode ?? 0) >= 500 });
+      res.resume();
+      ws.terminate();
+      this.emit("error", e);
+      if (!e.retryable) {
+        this.stopped = true;
+        this.emit("fatal", e);
+      }
+    });
+    ws.on("error", (err) => {
+      if (this.listenerCount("error") > 0) this.emit("error", err);
+    });
+    ws.on("close", (code, reason) => this.onClose(ws, code, reason.toString()));
+  }
+
+  private async onOpen(ws: WebSocket): Promise<void> {
+    if (ws.protocol !== PROVIDER_SUBPROTOCOL) {
+      ws.close(1002, "subprotocol");
+      return;
+    }
+    try {
+      const hello = (await this.call("provider.hello", {
+        protocol_versions: [PROVIDER_PROTOCOL_VERSION],
+        app: this.opts.app,
+        capabilities: { install: true, files: true, build_state: true, notifications: false, ...this.opts.capabilities },
+      })) as HelloResult;
+      this.hello = hello;
+      this.backoff = 100;
+      this.notify("rooms.changed", { rooms: this.rooms });
+      this.emit("connected", hello);
+    } catch (err) {
+      this.emit("error", err);
+      ws.close(1002, "hello failed");
+    }
+  }
+
+  /** call sends a request to roomrelay and waits for its answer. */
+  call(method: string, params: unknown): Promise<unknown> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      if (!this.send({ jsonrpc: "2.0", id, method, params })) {
+        this.pending.delete(id);
+        reject(new RoomrelayError("agent_not_running", `provider: not connected (${method})`, { retryable: true }));
+      }
+    });
+  }
+
+  private send(msg: unknown): boolean {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false;
+    ws.send(JSON.stringify(msg));
+    return true;
+  }
+
+  private onMessage(ws: WebSocket, data: Buffer, isBinary: boolean): void {
+    if (isBinary || ws !== this.ws) return;
+    let msg: { id?: string | number | null; method?: string; params?: unknown; result?: unknown; error?: { code: number; message: string; data?: { code?: string } } };
+    try {
+      msg = JSON.parse(data.toString("utf8"));
+    } catch {
+      this.send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "parse error" } });
+      return;
+    }
+    if (typeof msg !== "object" || msg === null) return;
+    if (msg.method === undefined) {
+      // An answer to one of our requests.
+      const p = typeof msg.id === "number" ? this.pending.get(msg.id) : undefined;
+      if (!p) return;
+      this.pending.delete(msg.id as number);
+      if (msg.error) p.reject(new RoomrelayError(msg.error.data?.code ?? "internal", msg.error.message));
+      else p.resolve(msg.result);
+      return;
+    }
+    if (msg.method === "$/cancelRequest") {
+      const id = (msg.params as { id?: string | number } | undefined)?.id;
+      if (id !== undefined) this.inFlight.get(String(id))?.abort(new RoomrelayError("canceled", "roomrelay canceled the request"));
+      return;
+    }
+    if (msg.id === undefined || msg.id === null) return; // a notification we do not know: ignore (additive protocol)
+    void this.handle(msg.id, msg.method, msg.params);
+  }
+
+  private async handle(id: string | number, method: string, params: unknown): Promise<void> {
+    const name = methods[method];
+    const fn = name ? (this.opts.handlers[name] as H<unknown, unknown> | undefined) : undefined;
+    if (!fn) {
+      this.send({ jsonrpc: "2.0", id, error: { code: -32601, message: `method not found: ${method}` } });
+      return;
+    }
+    if (this.inFlight.size >= MAX_IN_FLIGHT) {
+      this.send({ jsonrpc: "2.0", id, error: { code: -32000, message: "too many requests in flight", data: { code: "rate_limited" } } });
+      return;
+    }
+    const ac = new AbortController();
+    const key = String(id);
+    this.inFlight.set(key, ac);
+    const deadline = deadlineOf(params);
+    let timer: NodeJS.Timeout | undefined;
+    if (deadline) timer = setTimeout(() => ac.abort(new RoomrelayError("timeout", "the command's deadline passed")), Math.max(0, deadline.getTime() - Date.now()));
+    this.emit("request", { id, method, params });
+    try {
+      const result = await fn(params ?? {}, { id, method, signal: ac.signal, deadline });
+      if (!ac.signal.aborted) this.send({ jsonrpc: "2.0", id, result: result ?? {} });
+    } catch (err) {
+      if (ac.signal.aborted && !(err instanceof ProviderError)) return; // canceled: roomrelay no longer waits
+      const code = err instanceof ProviderError ? err.code : "internal";
+      const message = err instanceof ProviderError ? err.message : "the app failed to answer";
+      if (!(err instanceof ProviderError)) this.emit("error", err);
+      this.send({ jsonrpc: "2.0", id, error: { code: -32000, message, data: { code } } });
+    } finally {
+      clearTimeout(timer);
+      this.inFlight.delete(key);
+    }
+  }
+
+  private onClose(ws: WebSocket, code: number, reason: string): void {
+    if (ws !== this.ws) return;
+    const wasConnected = this.hello !== undefined;
+    this.hello = undefined;
+    for (const [, p] of this.pending) p.reject(new RoomrelayError("agent_not_running", "provider: the connection closed", { retryable: true }));
+    this.pending.clear();
+    for (const [, ac] of this.inFlight) ac.abort(new RoomrelayError("agent_not_running", "the connection closed"));
+    this.inFlight.clear();
+    if (wasConnected) this.emit("disconnected", { code, reason });
+    if (code === CLOSE_REPLACED) {
+      // A newer connection of this (or another) app took over: dialling
+      // again would take it back and the two would fight.
+      this.stopped = true;
+      this.emit("replaced", { reason });
+      return;
+    }
+    this.retry(new RoomrelayError("agent_not_running", `provider: closed (${code} ${reason})`, { retryable: true }));
+  }
+
+  private retry(err: Error): void {
+    if (this.stopped) return;
+    if (this.opts.reconnect === false) {
+      this.stopped = true;
+      this.emit("fatal", err);
+      return;
+    }
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.dial(), this.backoff);
+    this.backoff = Math.min(this.backoff * 2, this.opts.maxBackoffMs ?? 5000);
+  }
+}
+
+/** deadlineOf reads params.deadline_ms: epoch milliseconds, or a duration when small. */
+function deadlineOf(params: unknown): Date | undefined {
+  const d = (params as { deadline_ms?: unknown } | null)?.deadline_ms;
+  if (typeof d !== "number" || !Number.isFinite(d) || d <= 0) return undefined;
+  return new Date(d > 1e12 ? d : Date.now() + d);
+}

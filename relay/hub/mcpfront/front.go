@@ -47,8 +47,9 @@ type Config struct {
 	// ("https://hub.example.com"); empty derives it from each request's
 	// Host (and X-Forwarded-Proto only from the hub's trusted proxies).
 	PublicURL string
-	// TokenRate and TokenBurst bound tools/call per client token on this
-	// node (default 300 per minute, burst 60).
+	// TokenRate and TokenBurst bound the JSON-RPC messages (tools/call,
+	// tools/list, initialize, ...) per client token on this node (default
+	// 300 per minute, burst 60).
 	TokenRate  int
 	TokenBurst int
 	// ProgressEvery is the interval of wait_for_review's progress
@@ -70,6 +71,11 @@ type Front struct {
 	server *mcp.Server
 	mcp    http.Handler
 	lim    *tokenLimiter
+	// tools are the registered tool names: the guard counts tools/call of
+	// any other name itself.
+	tools map[string]bool
+	// publicHost is PublicURL's host name (guard.go's Host rule).
+	publicHost string
 }
 
 // New builds the front; Handler serves it.
@@ -100,7 +106,7 @@ func New(cfg Config) (*Front, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	f := &Front{cfg: cfg, hub: cfg.Hub, log: cfg.Logger.With("component", "mcp"),
-		lim: newTokenLimiter(cfg.TokenRate, cfg.TokenBurst, cfg.Now)}
+		lim: newTokenLimiter(cfg.TokenRate, cfg.TokenBurst, cfg.Now), tools: map[string]bool{}, publicHost: publicHostOf(cfg.PublicURL)}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "roomrelay", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
@@ -110,7 +116,9 @@ func New(cfg Config) (*Front, error) {
 		return nil, err
 	}
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: f.log})
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: f.log, MaxRequestBodyBytes: MaxBodyBytes,
+			DisableLocalhostProtection: true}) // guard.go's hostAllowed is the rule, which lets the trusted proxy through
+	guarded := f.guard(streamable)
 	// The token was verified by f.authenticate; this hands it to go-sdk so
 	// tool handlers find it in req.Extra.TokenInfo.
 	f.mcp = auth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
@@ -118,7 +126,7 @@ func New(cfg Config) (*Front, error) {
 			return ti, nil
 		}
 		return nil, auth.ErrInvalidToken
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(guarded)
 	return f, nil
 }
 
@@ -233,7 +241,12 @@ func newTokenLimiter(perMin, burst int, now func() time.Time) *tokenLimiter {
 }
 
 // allow takes one call from id's bucket, or says how long to wait.
-func (l *tokenLimiter) allow(id string) (bool, time.Duration) {
+func (l *tokenLimiter) allow(id string) (bool, time.Duration) { return l.allowN(id, 1) }
+
+// allowN takes n calls from id's bucket, all or none, or says how long to
+// wait for them.
+func (l *tokenLimiter) allowN(id string, n int) (bool, time.Duration) {
+	need := float64(n)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -249,9 +262,9 @@ func (l *tokenLimiter) allow(id string) (bool, time.Duration) {
 		b.tokens = min(l.burst, b.tokens+d.Seconds()*l.perSec)
 		b.last = now
 	}
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.tokens >= need {
+		b.tokens -= need
 		return true, 0
 	}
-	return false, time.Duration((1 - b.tokens) / l.perSec * float64(time.Second))
+	return false, time.Duration((need - b.tokens) / l.perSec * float64(time.Second))
 }

@@ -70,6 +70,9 @@ func publishedSchema(command string) (json.RawMessage, error) {
 func ptr[T any](v T) *T { return &v }
 
 func (f *Front) addTools() error {
+	for _, n := range append(relay.CommandNames(), ToolListLocalRooms, ToolWaitForReview) {
+		f.tools[n] = true
+	}
 	f.server.AddTool(&mcp.Tool{Name: ToolListLocalRooms, Description: descriptions[ToolListLocalRooms], InputSchema: listRoomsSchema,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}}, f.listRooms)
 	for _, name := range relay.CommandNames() {

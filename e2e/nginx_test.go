@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
 
 // needNginx finds the nginx binary: on PATH or in /usr/sbin (Debian's,
@@ -140,6 +143,61 @@ func startNginx(t *testing.T, bin, dir string, vars map[string]string) {
 	})
 }
 
+// publicHost is the hub's public name in the nginx test: not a loopback
+// name, as in a real deployment; the test's clients dial nginx's loopback
+// address for it.
+const publicHost = "hub.roomrelay.test"
+
+// mcpThroughNginx: /mcp through nginx on the same host, which forwards the
+// public Host to the hub's loopback socket, serves a tool call (the
+// go-sdk's DNS-rebinding check refused exactly this with 403), while a
+// browser reaching the hub's loopback port directly under a rebound name
+// is still refused.
+func mcpThroughNginx(t *testing.T, runCmd func(string, ...string) (int, string), hubHome, hubAddr, ngxAddr, publicURL, proxied, caFile string, caPEM []byte) {
+	t.Helper()
+	code, out := runCmd(hubHome, "hub", "token", "create", "--project", "proj-a", "--scope", "read", "--hub", proxied, "--ca-file", caFile, "--json")
+	var tok struct{ Token string }
+	if code != 0 || json.Unmarshal([]byte(out), &tok) != nil || tok.Token == "" {
+		t.Fatalf("hub token create through nginx: %d %s", code, out)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	toNginx := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, ngxAddr)
+		},
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+	}
+	mc := mcp.NewClient(&mcp.Implementation{Name: "nginx-e2e", Version: "1"}, nil)
+	cs, err := mc.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: publicURL + "/mcp",
+		HTTPClient: &http.Client{Transport: hubclient.Bearer{Token: tok.Token, Base: toNginx}}}, nil)
+	if err != nil {
+		t.Fatalf("MCP through nginx with Host %s: %v", publicHost, err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_local_rooms", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_local_rooms through nginx: %v %+v", err, res)
+	}
+	if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), `"r1"`) {
+		t.Fatalf("list_local_rooms through nginx: %s", b)
+	}
+	// A page under a rebound name that reaches the hub's loopback port.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+hubAddr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Host = "rebound.example"
+	req.Header.Set("Authorization", "Bearer "+tok.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a rebound Host straight to the hub's loopback port: %d, want 403", resp.StatusCode)
+	}
+}
+
 // TestThroughNginxWithTLS: nginx terminates TLS (a private-CA certificate)
 // in front of a plain-HTTP hub on loopback. The admin commands and enroll
 // reach the hub through it with --ca-file, the agent connects over wss
@@ -158,7 +216,7 @@ func TestThroughNginxWithTLS(t *testing.T) {
 
 	ngxDir := t.TempDir()
 	ca := testutil.NewCA(t, "roomrelay e2e CA")
-	caFile, _, _ := ca.WriteFiles(ngxDir, "127.0.0.1", "localhost")
+	caFile, _, _ := ca.WriteFiles(ngxDir, "127.0.0.1", "localhost", publicHost)
 	hubAddr, ngxAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	// Heartbeat 1 s, nginx read timeout 3 s: an idle agent must survive it.
 	startNginx(t, nginx, ngxDir, map[string]string{"hub": hubAddr, "listen": ngxAddr, "read_timeout": "3s"})
@@ -207,7 +265,9 @@ func TestThroughNginxWithTLS(t *testing.T) {
 		})
 	}
 
-	start(hubHome, "hub", "--listen", hubAddr, "--heartbeat", "1s", "--trusted-proxy", "127.0.0.1")
+	_, ngxPort, _ := net.SplitHostPort(ngxAddr)
+	publicURL := "https://" + publicHost + ":" + ngxPort
+	start(hubHome, "hub", "--listen", hubAddr, "--heartbeat", "1s", "--trusted-proxy", "127.0.0.1", "--public-url", publicURL)
 	eventually(t, "hub up", func() bool {
 		resp, err := http.Get("http://" + hubAddr + "/v1/healthz")
 		if err == nil {
@@ -263,6 +323,7 @@ func TestThroughNginxWithTLS(t *testing.T) {
 		}
 	}
 	callRoom()
+	mcpThroughNginx(t, runCmd, hubHome, hubAddr, ngxAddr, publicURL, proxied, caFile, ca.PEM)
 
 	// Past nginx's read timeout the same session still serves: the
 	// heartbeat keeps the proxied socket alive.

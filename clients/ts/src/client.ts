@@ -5,9 +5,11 @@ import http from "node:http";
 import { AgentNotRunningError, RoomrelayError, errorFromBody, isTransportGone } from "./errors.js";
 import { discover, type DiscoverOptions, type Endpoint } from "./discovery.js";
 import { EventStream, type EventStreamOptions } from "./events.js";
-import type { AuditEntry, Decision, EnableRequest, Project, ProjectsList, Proposal, ProposalSummary, Status } from "./types.js";
+import type { AuditOutcome, CheckResponse, DecisionResponse, EnableRequest, ProjectResponse, ProjectSpec, ProjectsResponse, Proposal, ProposalDetail, Status } from "./types.js";
 
 export const API_PREFIX = "/localapi/v1";
+/** The Host header the agent expects of local clients. */
+export const HOST = "roomrelay.local";
 /** Bodies larger than this are refused before parsing (the agent's answers are small). */
 const MAX_BODY = 16 << 20;
 
@@ -54,7 +56,7 @@ export class LocalAPIClient {
       headers["Content-Length"] = String(payload.length);
     }
     return new Promise((resolve, reject) => {
-      const req = http.request({ socketPath: this.socketPath, host: "localhost", method, path, headers, signal: opts.signal });
+      const req = http.request({ socketPath: this.socketPath, host: HOST, method, path, headers, signal: opts.signal });
       const timeout = opts.timeoutMs ?? this.timeoutMs;
       if (timeout > 0) {
         req.setTimeout(timeout, () => req.destroy(new RoomrelayError("timeout", `${method} ${path}: no answer in ${timeout} ms`, { retryable: true })));
@@ -92,63 +94,62 @@ export class LocalAPIClient {
     return this.json<Status>("GET", `${API_PREFIX}/status`);
   }
 
-  /** GET /projects with its ETag (the policy revision a write must name). */
-  async projects(): Promise<ProjectsList> {
-    const r = await this.request("GET", `${API_PREFIX}/projects`);
-    const v = parseJSON(r.body) as { projects?: Project[] } | undefined;
-    return { projects: v?.projects ?? [], etag: String(r.headers.etag ?? "") };
+  /** GET /projects: each project's policy, and the revision a write must name (If-Match). */
+  projects(): Promise<ProjectsResponse> {
+    return this.json<ProjectsResponse>("GET", `${API_PREFIX}/projects`);
   }
 
-  /** PUT /projects/{id} with If-Match; a stale etag throws PreconditionFailedError. */
-  async putProject(id: string, project: Omit<Project, "id"> & { id?: string }, etag: string): Promise<ProjectsList> {
-    const r = await this.request("PUT", `${API_PREFIX}/projects/${encodeURIComponent(id)}`, { body: project, headers: { "If-Match": etag } });
-    const v = parseJSON(r.body) as { projects?: Project[] } | Project | undefined;
-    const projects = v && "projects" in v && Array.isArray(v.projects) ? v.projects : v ? [v as Project] : [];
-    return { projects, etag: String(r.headers.etag ?? "") };
+  /** PUT /projects/{id} with If-Match: revision; a stale one throws PreconditionFailedError. */
+  putProject(id: string, spec: ProjectSpec, revision: string): Promise<ProjectResponse> {
+    return this.json<ProjectResponse>("PUT", `${API_PREFIX}/projects/${encodeURIComponent(id)}`, { body: spec, headers: { "If-Match": `"${revision}"` } });
   }
 
-  /** POST /projects/{id}/enable: the CLI's `roomrelay enable` rules. */
-  enableProject(id: string, req: EnableRequest = {}): Promise<Project> {
-    return this.json<Project>("POST", `${API_PREFIX}/projects/${encodeURIComponent(id)}/enable`, { body: req });
+  /** POST /projects/{id}/enable: the CLI's `roomrelay enable` rules (allow, deny, only, rooms). */
+  enableProject(id: string, req: EnableRequest = {}): Promise<ProjectResponse> {
+    return this.json<ProjectResponse>("POST", `${API_PREFIX}/projects/${encodeURIComponent(id)}/enable`, { body: req });
   }
 
   /** POST /projects/{id}/disable. */
-  disableProject(id: string, req: EnableRequest = {}): Promise<Project> {
-    return this.json<Project>("POST", `${API_PREFIX}/projects/${encodeURIComponent(id)}/disable`, { body: req });
+  disableProject(id: string): Promise<ProjectResponse> {
+    return this.json<ProjectResponse>("POST", `${API_PREFIX}/projects/${encodeURIComponent(id)}/disable`, { body: {} });
   }
 
-  /** GET /proposals (no files). */
-  async proposals(state?: string): Promise<ProposalSummary[]> {
+  /** GET /proposals (no files); state is pending (the agent's default), approved, declined or all. */
+  async proposals(state?: "pending" | "approved" | "declined" | "all"): Promise<Proposal[]> {
     const q = state ? `?state=${encodeURIComponent(state)}` : "";
-    const v = await this.json<{ proposals?: ProposalSummary[] } | ProposalSummary[]>("GET", `${API_PREFIX}/proposals${q}`);
-    return Array.isArray(v) ? v : (v.proposals ?? []);
+    const v = await this.json<{ proposals?: Proposal[] }>("GET", `${API_PREFIX}/proposals${q}`);
+    return v.proposals ?? [];
   }
 
   /** GET /proposals/{id}: every file in full and the hidden-character report. */
-  proposal(id: string): Promise<Proposal> {
-    return this.json<Proposal>("GET", `${API_PREFIX}/proposals/${encodeURIComponent(id)}`);
+  proposal(id: string): Promise<ProposalDetail> {
+    return this.json<ProposalDetail>("GET", `${API_PREFIX}/proposals/${encodeURIComponent(id)}`);
   }
 
-  /** POST /proposals/{id}/check: the sandbox's pre-approval verdict. */
-  checkProposal(id: string): Promise<Record<string, unknown>> {
-    return this.json("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/check`, { body: {} });
+  /** POST /proposals/{id}/check: the sandbox's verdict on a pending snippet before approval. */
+  checkProposal(id: string): Promise<CheckResponse> {
+    return this.json<CheckResponse>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/check`, { body: {} });
   }
 
-  /** POST /proposals/{id}/approve bound to the hash the owner saw; another hash throws HashMismatchError. */
-  approve(id: string, contentHash: string): Promise<Decision> {
-    return this.json<Decision>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/approve`, { body: { content_hash: contentHash } });
+  /**
+   * POST /proposals/{id}/approve bound to the content hash the owner saw;
+   * another hash throws HashMismatchError and the proposal stays pending.
+   * Approving again with the same hash answers the same decision.
+   */
+  approve(id: string, contentHash: string, decidedVia: "app" | "cli" = "app"): Promise<DecisionResponse> {
+    return this.json<DecisionResponse>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/approve`, { body: { content_hash: contentHash, decided_via: decidedVia } });
   }
 
-  /** POST /proposals/{id}/decline. */
-  decline(id: string): Promise<Decision> {
-    return this.json<Decision>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/decline`, { body: {} });
+  /** POST /proposals/{id}/decline: the files are discarded; declining an approved one throws ConflictError. */
+  decline(id: string, decidedVia: "app" | "cli" = "app"): Promise<DecisionResponse> {
+    return this.json<DecisionResponse>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/decline`, { body: { decided_via: decidedVia } });
   }
 
-  /** GET /audit: recent outcomes (no arguments, no contents). */
-  async audit(limit?: number): Promise<AuditEntry[]> {
+  /** GET /audit: recent outcomes, newest first (no arguments, no contents). */
+  async audit(limit?: number): Promise<AuditOutcome[]> {
     const q = limit ? `?limit=${limit}` : "";
-    const v = await this.json<{ entries?: AuditEntry[] } | AuditEntry[]>("GET", `${API_PREFIX}/audit${q}`);
-    return Array.isArray(v) ? v : (v.entries ?? []);
+    const v = await this.json<{ entries?: AuditOutcome[] }>("GET", `${API_PREFIX}/audit${q}`);
+    return v.entries ?? [];
   }
 
   /** GET /openapi.json: the contract this agent serves. */

@@ -61,7 +61,11 @@ export class EventStream implements AsyncIterable<AgentEvent> {
 
   private path(first: boolean): string {
     const q = new URLSearchParams();
-    if (this.lastSeq !== undefined) q.set("since", String(this.lastSeq));
+    if (this.lastSeq !== undefined) {
+      q.set("since", String(this.lastSeq));
+      // With the boot it belongs to, the agent itself says resync after a restart.
+      if (this.bootId) q.set("boot_id", this.bootId);
+    }
     if (this.opts.types?.length) q.set("types", this.opts.types.join(","));
     if (first && this.opts.initial) q.set("initial", "1");
     const s = q.toString();
@@ -146,7 +150,8 @@ export class EventStream implements AsyncIterable<AgentEvent> {
     this.bootId = ev.boot_id;
     if (this.lastSeq !== undefined) {
       if (ev.seq <= this.lastSeq) return; // given already (a resume overlaps)
-      if (ev.seq > this.lastSeq + 1) {
+      // With a types filter the agent skips the other types' seqs: no gap then.
+      if (ev.seq > this.lastSeq + 1 && !this.opts.types?.length) {
         const from = this.lastSeq;
         this.lastSeq = ev.seq;
         yield { seq: ev.seq, boot_id: ev.boot_id, type: "resync", data: { reason: "gap", after: from, synthesized: true } };

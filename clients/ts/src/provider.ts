@@ -9,7 +9,7 @@
 import { EventEmitter } from "node:events";
 import net from "node:net";
 import WebSocket from "ws";
-import { API_PREFIX } from "./client.js";
+import { API_PREFIX, HOST } from "./client.js";
 import { discover, type DiscoverOptions } from "./discovery.js";
 import { RoomrelayError } from "./errors.js";
 
@@ -17,6 +17,12 @@ export const PROVIDER_SUBPROTOCOL = "roomrelay.provider.v1";
 export const PROVIDER_PROTOCOL_VERSION = 1;
 /** The close code roomrelay uses when a newer provider connection replaced this one. */
 export const CLOSE_REPLACED = 4001;
+/** No protocol version in common: dialling again cannot help. */
+export const CLOSE_UNSUPPORTED_VERSION = 4002;
+/** A protocol error (no hello in time, binary, bad JSON). */
+export const CLOSE_PROTOCOL_ERROR = 4003;
+/** The owner's policy selects the builtin provider (`provider builtin`): the app is not used. */
+export const CLOSE_NOT_SELECTED = 4004;
 /** Requests from roomrelay handled at once; more are refused (roomrelay caps its own side too). */
 const MAX_IN_FLIGHT = 8;
 
@@ -26,63 +32,87 @@ export interface ProviderRoom {
   name: string;
 }
 
-export interface RoomRef {
+/** Every request from roomrelay carries these (docs/provider-protocol.md). */
+export interface RequestBase {
+  /** The command's deadline, Unix milliseconds (same machine clock). */
+  deadline_ms: number;
   project: string;
+}
+export interface RoomRef extends RequestBase {
   room_id: string;
 }
 export interface RoomsReadResult {
+  /** Must equal the room_id asked for. */
   id: string;
   name: string;
   app_count: number;
 }
 export interface AppsListParams extends RoomRef {
-  limit?: number;
-  cursor?: string;
+  /** 1 to 50: answer at most this many. */
+  limit: number;
+  /** "" for the first page. */
+  cursor: string;
+}
+export interface Launcher {
+  state: "active" | "hidden";
+  position: number;
 }
 export interface ProviderApp {
   instance_id: string;
   name: string;
-  source?: string;
-  launcher?: string;
+  source: "snippet" | "repo";
+  launcher: Launcher;
 }
 export interface AppsListResult {
   apps: ProviderApp[];
-  next_cursor?: string;
+  /** "" on the last page. */
+  next_cursor: string;
 }
 export interface AppRef extends RoomRef {
   instance_id: string;
 }
-export interface AppsStatusResult {
-  instance_id: string;
-  launcher?: string;
-  review?: string;
-  content_hash?: string;
-  build?: unknown;
+export interface BuildState {
+  state: "none" | "ok" | "failed";
+  phase?: string;
+  checked_at?: string;
+  summary?: string;
+}
+export interface AppsStatusResult extends ProviderApp {
+  review: { state: "approved" | "owner_added"; reviewed_at?: string };
+  /** 64 lowercase hex digits, or "". */
+  content_hash: string;
+  /** Read only with the build_state capability. */
+  build?: BuildState;
 }
 export interface AppsFilesResult {
   files: Record<string, string>;
+  /** Must equal contentHash(files). */
   content_hash: string;
 }
 export interface AppsInstallParams extends RoomRef {
   proposal_id: string;
+  /** Assigned by roomrelay at approval: install the app under this id. */
+  instance_id: string;
   name: string;
   kind: "snippet" | "repo" | (string & {});
+  /** With kind snippet. */
   files?: Record<string, string>;
+  /** With kind repo. */
   repository_id?: string;
   version_id?: string;
   content_hash: string;
   approved_at?: string;
-  decided_via?: string;
 }
 export interface AppsInstallResult {
+  /** Must equal the instance_id asked for. */
   instance_id: string;
 }
-export interface SetBuildStateParams {
-  instance_id: string;
-  content_hash?: string;
+export interface SetBuildStateParams extends AppRef {
+  content_hash: string;
   state: string;
   phase?: string;
   summary?: string;
+  checked_at?: string;
 }
 
 /** What every handler gets besides its params. */
@@ -103,7 +133,7 @@ export interface ProviderHandlers {
   appsStatus?: H<AppRef, AppsStatusResult>;
   appsFiles?: H<AppRef, AppsFilesResult>;
   appsInstall?: H<AppsInstallParams, AppsInstallResult>;
-  appsSetBuildState?: H<SetBuildStateParams, Record<string, never>>;
+  appsSetBuildState?: H<SetBuildStateParams, Record<string, unknown>>;
 }
 
 const methods: Record<string, keyof ProviderHandlers> = {
@@ -115,7 +145,12 @@ const methods: Record<string, keyof ProviderHandlers> = {
   "apps.set_build_state": "appsSetBuildState",
 };
 
-/** A handler's refusal with a code from roomrelay's closed set (not_found, invalid_args, hash_mismatch, internal). */
+/**
+ * A handler's refusal with a code from roomrelay's closed set: not_found
+ * (no such room or app), invalid_args (e.g. an apps.install whose files do
+ * not hash to its content_hash); anything else counts as internal. The
+ * message stays on the device (roomrelay logs it, never forwards it).
+ */
 export class ProviderError extends Error {
   constructor(
     readonly code: string,
@@ -236,7 +271,7 @@ export class Provider extends EventEmitter {
       this.retry(err as Error);
       return;
     }
-    const ws = new WebSocket(`ws://localhost${API_PREFIX}/provider`, PROVIDER_SUBPROTOCOL, {
+    const ws = new WebSocket(`ws://${HOST}${API_PREFIX}/provider`, PROVIDER_SUBPROTOCOL, {
       createConnection: () => net.connect(socketPath),
       perMessageDeflate: false,
       maxPayload: this.opts.maxPayload ?? 4 << 20,
@@ -372,12 +407,20 @@ export class Provider extends EventEmitter {
     for (const [, ac] of this.inFlight) ac.abort(new RoomrelayError("agent_not_running", "the connection closed"));
     this.inFlight.clear();
     if (wasConnected) this.emit("disconnected", { code, reason });
-    if (code === CLOSE_REPLACED) {
+    if (code === CLOSE_REPLACED || code === CLOSE_UNSUPPORTED_VERSION) {
       // A newer connection of this (or another) app took over: dialling
-      // again would take it back and the two would fight.
+      // again would take it back and the two would fight. Or roomrelay
+      // speaks no version this client does: dialling again cannot help.
       this.stopped = true;
-      this.emit("replaced", { reason });
+      if (code === CLOSE_REPLACED) this.emit("replaced", { reason });
+      this.emit("fatal", new RoomrelayError(code === CLOSE_REPLACED ? "replaced" : "unsupported_protocol_version", `provider: closed (${code} ${reason})`));
       return;
+    }
+    if (code === CLOSE_NOT_SELECTED) {
+      // The owner chose the builtin provider; they may switch to the app
+      // later (provider app), so keep trying, slowly.
+      this.emit("not_selected", { reason });
+      this.backoff = this.opts.maxBackoffMs ?? 5000;
     }
     this.retry(new RoomrelayError("agent_not_running", `provider: closed (${code} ${reason})`, { retryable: true }));
   }
@@ -395,9 +438,9 @@ export class Provider extends EventEmitter {
   }
 }
 
-/** deadlineOf reads params.deadline_ms: epoch milliseconds, or a duration when small. */
+/** deadlineOf reads params.deadline_ms, Unix milliseconds. */
 function deadlineOf(params: unknown): Date | undefined {
   const d = (params as { deadline_ms?: unknown } | null)?.deadline_ms;
   if (typeof d !== "number" || !Number.isFinite(d) || d <= 0) return undefined;
-  return new Date(d > 1e12 ? d : Date.now() + d);
+  return new Date(d);
 }

@@ -1,7 +1,8 @@
 // The local API's shapes (/localapi/v1), written from its OpenAPI document
-// (GET /localapi/v1/openapi.json); test/agent.test.ts checks them against the
-// document a real agent serves. Within v1 fields are only added: every
-// object may carry fields this version does not know, and clients ignore them.
+// (GET /localapi/v1/openapi.json, agent/localapi/openapi.json); the suite
+// against a real agent (test/agent.test.ts) checks every field declared here
+// against the document the agent serves. Within v1 fields are only added:
+// every object may carry fields this version does not know; ignore them.
 
 export type AgentState = "online" | "connecting" | "sleeping" | "backoff" | "needs_enrollment" | "stopped" | (string & {});
 
@@ -11,93 +12,160 @@ export interface ProviderState {
   version?: string;
   pid?: number;
   since?: string;
-  [k: string]: unknown;
 }
 
 export interface Status {
   state: AgentState;
-  hub?: string;
-  device_id?: string;
+  hub: string;
+  device_id: string;
   session_id?: string;
   connected_since?: string;
   last_error?: string;
   last_error_at?: string;
   next_retry_at?: string;
-  reconnects?: number;
-  in_flight?: number;
-  queued_events?: number;
-  provider?: ProviderState;
-  pending_proposals?: number;
-  api?: { version: string; min?: string };
-  boot_id?: string;
-  [k: string]: unknown;
+  reconnects: number;
+  in_flight: number;
+  queued_events: number;
+  notes?: string[];
+  pid: number;
+  updated_at: string;
+  provider: ProviderState;
+  /** -1 when the agent could not count them. */
+  pending_proposals: number;
+  api: { version: string; min: string };
+  boot_id: string;
 }
 
-export interface Project {
-  id: string;
-  enrolled?: boolean;
+export interface RateInfo {
+  events: number;
+  per_seconds: number;
+  burst: number;
+}
+
+/** One project of GET /projects: its policy and whether the hub enrolled the device for it. */
+export interface ProjectView {
+  project: string;
   enabled: boolean;
-  commands?: string[];
-  rooms?: "*" | string[];
-  rate?: unknown;
-  max?: unknown;
-  [k: string]: unknown;
+  commands: string[];
+  /** Empty: every room of the project. */
+  rooms: string[];
+  rate: RateInfo;
+  max?: Record<string, number>;
+  enrolled: boolean;
 }
 
-export interface ProjectsList {
-  projects: Project[];
-  /** The policy revision: send it back as If-Match. */
-  etag: string;
+export interface ProjectsResponse {
+  /** The policy revision, also the ETag: send it as If-Match. */
+  revision: string;
+  projects: ProjectView[];
 }
 
-/** The CLI's enable/disable flags: --allow, --deny, --only, --rooms. */
+/** PUT /projects/{id}: the project's whole policy. */
+export interface ProjectSpec {
+  enabled: boolean;
+  commands: string[];
+  rooms: string[];
+  rate?: RateInfo;
+  max?: Record<string, number>;
+}
+
+/** The CLI's enable flags: --allow, --deny, --only, --rooms. */
 export interface EnableRequest {
   allow?: string[];
   deny?: string[];
   only?: string[];
-  rooms?: "*" | string[];
+  rooms?: string[];
 }
 
-export type ProposalState = "pending" | "approved" | "declined" | "expired" | (string & {});
+export interface ProjectResponse {
+  revision: string;
+  project: ProjectView;
+  /** False when the change was already in force (nothing written). */
+  changed: boolean;
+}
+
+export type ProposalState = "pending" | "approved" | "declined" | (string & {});
 export type InstallState = "pending" | "installed" | "failed" | (string & {});
 
-export interface ProposalSummary {
+export interface Proposal {
   id: string;
   project: string;
   room_id: string;
   kind: "snippet" | "repo" | (string & {});
   name: string;
+  repository_id?: string;
+  version_id?: string;
+  idempotency_key: string;
   content_hash: string;
-  file_count?: number;
-  total_bytes?: number;
-  proposed_by?: string;
-  created_at?: string;
   state: ProposalState;
+  file_count: number;
+  total_bytes: number;
+  created_at: string;
+  decided_at?: string;
+  instance_id?: string;
+  proposed_by?: string;
   install_state?: InstallState;
-  [k: string]: unknown;
+}
+
+/** Hidden characters found in a text (the review page's banner). */
+export interface HiddenReport {
+  control: number;
+  bidi: number;
+  invisible: number;
+  runes: string[];
+  more?: boolean;
+  summary: string;
 }
 
 export interface ProposalFile {
   path: string;
   content: string;
-  size?: number;
-  lines?: number;
-  hidden?: unknown;
+  bytes: number;
+  lines: number;
+  hidden?: HiddenReport;
+}
+
+/** GET /proposals/{id}: every file in full, in path order, with the hidden-character report. */
+export interface ProposalDetail extends Proposal {
+  files: ProposalFile[];
+  name_hidden?: HiddenReport;
+  has_hidden: boolean;
+  hidden_warning?: string;
+}
+
+export interface CheckResponse {
+  proposal_id: string;
+  content_hash: string;
+  state: string;
+  summary: string;
   [k: string]: unknown;
 }
 
-export interface Proposal extends ProposalSummary {
-  files?: ProposalFile[];
-  repository_id?: string;
-  version_id?: string;
-}
-
-export interface Decision {
-  id?: string;
+export interface DecisionResponse {
+  proposal: Proposal;
   state: ProposalState;
-  install_state?: InstallState;
-  instance_id?: string;
-  [k: string]: unknown;
+  decided_via: string;
+  /** True when the same decision had been made before (idempotent repeat). */
+  repeated?: boolean;
+}
+
+export interface AuditOutcome {
+  seq: number;
+  time: string;
+  command: string;
+  project: string;
+  room?: string;
+  /** "ok", an error code, or "denied:<code>". */
+  outcome: string;
+  duration_ms: number;
+}
+
+/** The data of a snapshot line (initial=1, and after a resync). */
+export interface Snapshot {
+  status: Status;
+  projects_revision: string;
+  pending_proposals: string[];
+  provider: ProviderState;
 }
 
 /** One line of GET /localapi/v1/events. */
@@ -118,15 +186,6 @@ export interface AgentEvent<D = Record<string, unknown>> {
     | "resync"
     | "ping"
     | (string & {});
-  data: D;
-}
-
-export interface AuditEntry {
-  command?: string;
-  project?: string;
-  room?: string;
-  outcome?: string;
-  code?: string;
-  ms?: number;
-  [k: string]: unknown;
+  /** Absent for events that carry nothing (e.g. ping). */
+  data?: D;
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -379,4 +380,20 @@ func TestDrainLoopBacksOff(t *testing.T) {
 	}
 	clk.Advance(0)
 	handOver(hub.next(t))
+}
+
+// TestLastErrorIsStoredPrintable: a hub's close reason reaches status.json
+// (and so `roomrelay status`, a desktop app) as one printable line, never
+// with its escape sequences (#24 finding 6).
+func TestLastErrorIsStoredPrintable(t *testing.T) {
+	hub := newTestHub(t)
+	a := newTestAgent(t, hub, "", nil)
+	start(t, a)
+	c := hub.next(t)
+	eventually(t, "online", func() bool { return a.Status().State == StateOnline })
+	c.closeWith(websocket.CloseInternalServerErr, "\x1b]0;pwned\a\r\nok")
+	eventually(t, "the close recorded", func() bool { return a.Status().LastError != "" })
+	if got := a.Status().LastError; strings.ContainsAny(got, "\x1b\a\r\n") || !strings.Contains(got, "⟨U+001B⟩]0;pwned⟨U+0007⟩⟨U+000D⟩⟨U+000A⟩ok") {
+		t.Errorf("last error stored as %q", got)
+	}
 }

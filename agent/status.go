@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // Connection states reported in Status.State.
@@ -172,9 +174,16 @@ func (a *Agent) statusLoop(ctx context.Context) {
 	}
 }
 
+// maxLastError bounds the error status.json keeps.
+const maxLastError = 1024
+
+// recordError keeps err for `roomrelay status`. It often quotes the hub (an
+// HTTP reason phrase, a close reason, a JSON error message), so what is
+// stored is one printable line (relay.PrintableLine) and bounded: readers of
+// status.json need not know the rule.
 func (a *Agent) recordError(err error) {
 	a.setStatus(func(s *Status) {
-		s.LastError = err.Error()
+		s.LastError = relay.CutUTF8(relay.PrintableLine(err.Error()), maxLastError)
 		s.LastErrorAt = a.clock.Now()
 	})
 }

@@ -334,7 +334,7 @@ func (a *Agent) connect(ctx context.Context, sessions *int, prev *handover, wg *
 	*sessions++
 	a.setStatus(func(s *Status) {
 		s.State = StateOnline
-		s.SessionID = w.SessionID
+		s.SessionID = relay.PrintableLine(relay.CutUTF8(w.SessionID, 128)) // the hub's text
 		s.ConnectedSince = since
 		s.NextRetryAt = time.Time{}
 		if *sessions > 1 {

@@ -24,7 +24,6 @@ import (
 	"strings"
 
 	"github.com/roomrelay/roomrelay/agent/device"
-	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
@@ -210,7 +209,9 @@ func report(e *Env, cmd *Command, fs *flag.FlagSet, err error) int {
 		// A script reading stdout gets an object there too, not silence.
 		_ = json.NewEncoder(e.Stdout).Encode(jsonError(err, code))
 	}
-	fmt.Fprintf(e.Stderr, "roomrelay %s: %v\n", cmd.Name, err)
+	// An error may quote a hub (a reason phrase, a JSON message): shown
+	// through relay.Printable, like everything from the network.
+	fmt.Fprintf(e.Stderr, "roomrelay %s: %s\n", cmd.Name, relay.Printable(err.Error()))
 	if ee != nil && ee.Usage {
 		fmt.Fprintln(e.Stderr)
 		printHelp(e.Stderr, cmd, fs)
@@ -348,10 +349,4 @@ func OSEnv() *Env {
 // overrides and the table's own separators (tab, newline) shown as
 // ⟨U+XXXX⟩, so a name from the network cannot clear the screen or forge a
 // row.
-func cell(s string) string {
-	s = review.Printable(s)
-	if !strings.ContainsAny(s, "\t\n") {
-		return s
-	}
-	return strings.NewReplacer("\t", "⟨U+0009⟩", "\n", "⟨U+000A⟩").Replace(s)
-}
+func cell(s string) string { return relay.PrintableLine(s) }

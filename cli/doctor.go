@@ -20,6 +20,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
@@ -103,8 +104,11 @@ type doctor struct {
 	checks  []check
 }
 
+// add records a check. Its detail often quotes the hub (a reason phrase, a
+// JSON error message, the agent's last error): every detail and fix is
+// shown through relay.PrintableLine, in the text and the JSON alike.
 func (d *doctor) add(name, status, detail, fix string) {
-	d.checks = append(d.checks, check{Name: name, Status: status, Detail: detail, Fix: fix})
+	d.checks = append(d.checks, check{Name: name, Status: status, Detail: relay.PrintableLine(detail), Fix: relay.PrintableLine(fix)})
 }
 
 func (d *doctor) run(ctx context.Context) []check {

@@ -11,6 +11,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // Report is what Diagnose found: `roomrelay status --json`.
@@ -53,6 +54,47 @@ const enrollFix = "get a pairing code (`roomrelay hub pair --project P` on the h
 // status file written for an earlier identity, by a dead process or by an
 // agent that stopped is never reported as the present.
 func Diagnose(p Paths) (Report, Verdict) {
+	r, v := diagnose(p)
+	return r.printable(), v
+}
+
+// printable returns r with every string shown through
+// relay.PrintableLine: the status file's last error and session id, and the
+// device id and projects of the config, came from the hub. Text and JSON
+// output alike carry no terminal escapes then, whatever wrote the files.
+func (r Report) printable() Report {
+	for _, s := range []*string{&r.State, &r.Problem, &r.Fix, &r.Hub, &r.DeviceID, &r.CredentialStore} {
+		*s = relay.PrintableLine(*s)
+	}
+	r.Projects = printableAll(r.Projects)
+	if r.LastRun != nil {
+		l := *r.LastRun
+		l.State, l.LastError = relay.PrintableLine(l.State), relay.PrintableLine(l.LastError)
+		r.LastRun = &l
+	}
+	if r.Agent != nil {
+		a := *r.Agent
+		for _, s := range []*string{&a.State, &a.LastError, &a.SessionID, &a.DeviceID, &a.Hub} {
+			*s = relay.PrintableLine(*s)
+		}
+		a.Notes = printableAll(a.Notes)
+		r.Agent = &a
+	}
+	return r
+}
+
+func printableAll(ss []string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = relay.PrintableLine(s)
+	}
+	return out
+}
+
+func diagnose(p Paths) (Report, Verdict) {
 	cfg, err := LoadConfig(p)
 	if err != nil {
 		if KindOf(err) == KindNotEnrolled {

@@ -3,6 +3,8 @@ package review
 import (
 	"fmt"
 	"strings"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // Printable makes text safe to show a reviewer without changing what can be
@@ -11,54 +13,25 @@ import (
 // (which reorder how code reads, "Trojan Source") and invisible characters
 // (zero-width joiners and spaces, fillers, tags: two identifiers that look
 // the same) are shown as visible ⟨U+XXXX⟩ markers. The approval still binds
-// to the stored bytes.
-func Printable(s string) string {
-	if !strings.ContainsFunc(s, hidden) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if hidden(r) {
-			b.WriteString(Marker(r))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// to the stored bytes. The rule is relay.Printable's.
+func Printable(s string) string { return relay.Printable(s) }
 
 // Marker is how Printable shows a hidden rune.
-func Marker(r rune) string { return fmt.Sprintf("⟨U+%04X⟩", r) }
+func Marker(r rune) string { return relay.RuneMarker(r) }
 
 // Kind is why Printable marks a rune.
-type Kind int
+type Kind = relay.RuneKind
 
 // Kinds of hidden runes.
 const (
-	Visible   Kind = iota
-	Control        // C0/C1 controls but newline and tab
-	Bidi           // reorders the text around it
-	Invisible      // draws nothing (zero-width, fillers, tags)
+	Visible   = relay.RuneVisible
+	Control   = relay.RuneControl   // C0/C1 controls but newline and tab
+	Bidi      = relay.RuneBidi      // reorders the text around it
+	Invisible = relay.RuneInvisible // draws nothing (zero-width, fillers, tags)
 )
 
 // KindOf classifies r; Visible for a rune Printable leaves alone.
-func KindOf(r rune) Kind {
-	switch {
-	case r == '\n' || r == '\t':
-		return Visible
-	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-		return Control
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-		return Bidi
-	case r == 0x00ad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x17b4, r == 0x17b5, r == 0x180e,
-		r >= 0x200b && r <= 0x200d, r == 0x2028, r == 0x2029, r >= 0x2060 && r <= 0x2064,
-		r >= 0x206a && r <= 0x206f, r == 0x3164, r == 0xfeff, r == 0xffa0, r >= 0xfff9 && r <= 0xfffb,
-		r >= 0xe0000 && r <= 0xe007f, // tag characters
-		r >= 0xe0100 && r <= 0xe01ef: // supplementary variation selectors (hide bytes after a letter)
-		return Invisible
-	}
-	return Visible
-}
+func KindOf(r rune) Kind { return relay.KindOfRune(r) }
 
 func hidden(r rune) bool { return KindOf(r) != Visible }
 

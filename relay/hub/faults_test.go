@@ -112,6 +112,34 @@ func TestDataDirLock(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "in use by pid") {
 		t.Fatalf("second hub on the data dir: %v", err)
 	}
+	// With --nats too (no JetStream store there, but one node name, one
+	// admin token).
+	url := startExternalNATS(t)
+	dir = t.TempDir()
+	startHub(t, Config{NATSURL: url, DataDir: dir, NodeName: "a"})
+	err = runErr(t, Config{NATSURL: url, Replicas: 1, DataDir: dir, NodeName: "b"})
+	if err == nil || !strings.Contains(err.Error(), "in use by pid") {
+		t.Fatalf("second hub on the data dir with --nats: %v", err)
+	}
+}
+
+// TestNodeNameHeldByALiveNode: a node whose name another live node beats
+// under is refused, naming the rule; a name whose record nobody refreshes
+// (a node that crashed) is taken after a beat and a half.
+func TestNodeNameHeldByALiveNode(t *testing.T) {
+	url := startExternalNATS(t)
+	beat := 100 * time.Millisecond
+	a := startHub(t, Config{NATSURL: url, NodeName: "same", NodeBeat: beat})
+	err := runErr(t, Config{NATSURL: url, Replicas: 1, DataDir: t.TempDir(), NodeName: "same", NodeBeat: beat})
+	if err == nil || !strings.Contains(err.Error(), `node name "same" is held by a live node`) {
+		t.Fatalf("a second node named same: %v", err)
+	}
+	// A fresh record nobody beats any more: a node that crashed a moment ago.
+	rec := nodeRec{Node: "ghost", Started: time.Now().UTC(), Refreshed: time.Now().UTC(), BeatMS: beat.Milliseconds()}
+	if _, err := a.Hub.st.nodes.Put(context.Background(), nodeKey("ghost"), mustJSON(rec)); err != nil {
+		t.Fatal(err)
+	}
+	startHub(t, Config{NATSURL: url, NodeName: "ghost", NodeBeat: beat})
 }
 
 // TestCrashedNodeFailsFast: node a holds the device's socket and a command

@@ -159,12 +159,16 @@ func (h *Hub) staleAfter() time.Duration { return h.readDeadline() + h.cfg.Heart
 // agents, waits for Handler's requests to end, and stops what it started.
 func (h *Hub) Run(ctx context.Context) (err error) {
 	deadline := time.Now().Add(h.cfg.StartupTimeout)
-	if h.cfg.NATSURL == "" {
+	if h.cfg.DataDir != "" {
+		// In every mode: two hubs on one data dir share its admin token,
+		// its node name and (embedded) its JetStream store.
 		unlock, err := h.lockDataDir()
 		if err != nil {
 			return err
 		}
 		defer unlock()
+	}
+	if h.cfg.NATSURL == "" {
 		ns, err := h.startEmbedded()
 		if err != nil {
 			return err
@@ -225,6 +229,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	beatCtx, stopBeat := context.WithCancel(context.Background())
 	defer stopBeat()
 	var wg, beatWG sync.WaitGroup
+	if err := h.claimNodeName(ctx); err != nil {
+		return fmt.Errorf("hub: %w", err)
+	}
 	beatWG.Go(func() { h.beatNodes(beatCtx) })
 	wg.Go(func() { h.watchNodes(loopCtx, nodeWatch) })
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })

@@ -13,8 +13,10 @@ import (
 	"github.com/roomrelay/roomrelay/internal/dirlock"
 )
 
-// dataDirLock is held in the data dir while a hub runs on it: two embedded
-// NATS servers on one JetStream store corrupt it.
+// dataDirLock is held in the data dir while a hub runs on it, in every
+// mode: two embedded NATS servers on one JetStream store corrupt it, and
+// two hubs on one data dir with --nats share a node name (colliding
+// liveness records and route acks).
 const dataDirLock = "hub.lock"
 
 // lockDataDir refuses a second hub on the same data dir, naming the first.
@@ -25,7 +27,7 @@ func (h *Hub) lockDataDir() (func(), error) {
 	f, err := dirlock.Acquire(h.cfg.DataDir, dataDirLock)
 	var held *dirlock.LockedError
 	if errors.As(err, &held) {
-		return nil, fmt.Errorf("hub: data dir %s is in use by pid %s (another hub on it would corrupt its JetStream store): stop that hub or give this one another --data-dir", h.cfg.DataDir, held.PID)
+		return nil, fmt.Errorf("hub: data dir %s is in use by pid %s (a second hub on one data dir would share its node name and, with embedded NATS, corrupt its JetStream store): stop that hub or give this one another --data-dir", h.cfg.DataDir, held.PID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)

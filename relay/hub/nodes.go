@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"regexp"
 	"sync"
 	"time"
@@ -182,6 +184,55 @@ func (h *Hub) followNodes(ctx context.Context, w jetstream.KeyWatcher) {
 				heard = e.Created()
 			}
 			h.nodes.set(e.Key(), nodeSeen{heard: heard, beat: time.Duration(rec.BeatMS) * time.Millisecond})
+		}
+	}
+}
+
+// claimNodeName refuses to start under a node name another live node
+// holds: two nodes beating one record look like one node to the others,
+// and each takes the other's route acks. A record refreshed within the
+// dead time may also be this node's own from before a crash, so a fresh
+// one is watched for one and a half of its beats: a refresh means its
+// owner lives. A clean stop deletes the record, so only a restart after a
+// crash waits.
+func (h *Hub) claimNodeName(ctx context.Context) error {
+	key := nodeKey(h.cfg.NodeName)
+	e, err := h.st.nodes.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		h.log.Warn("read this node's liveness record", "err", err)
+		return nil // the beats will show the collision in the others' view
+	}
+	var rec nodeRec
+	if json.Unmarshal(e.Value(), &rec) != nil || rec.BeatMS <= 0 {
+		return nil
+	}
+	beat := time.Duration(rec.BeatMS) * time.Millisecond
+	if time.Since(rec.Refreshed) > nodeDeadBeats*beat {
+		return nil
+	}
+	w, err := h.st.nodes.Watch(ctx, key, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch node liveness record %s: %w", key, err)
+	}
+	defer w.Stop()
+	t := time.NewTimer(beat * 3 / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case u, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if u != nil && u.Operation() == jetstream.KeyValuePut {
+				return fmt.Errorf("node name %q is held by a live node (started %s, beating every %s; node names must be unique): give this node another --node-name", h.cfg.NodeName, rec.Started.Format(time.RFC3339), beat)
+			}
 		}
 	}
 }

@@ -255,6 +255,43 @@ func printDevices(e *Env, devs []hubapi.Device) {
 	tw.Flush()
 }
 
+// hubURLFile is where a running hub writes the URL its admin commands on
+// this machine reach it at, beside its admin token.
+const hubURLFile = "hub-url"
+
+// SaveHubURL writes the URL admin commands with this data dir (--home,
+// --data-dir) default to. Called by the hub once it serves, holding the
+// data dir's lock.
+func SaveHubURL(dataDir, url string) error {
+	path := filepath.Join(dataDir, hubURLFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(url+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the hub URL: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write the hub URL: %w", err)
+	}
+	return nil
+}
+
+// adminHubURL is the hub an admin command calls: --hub, else
+// ROOMRELAY_HUB, else what the hub on dataDir wrote, else the default
+// listen address.
+func adminHubURL(e *Env, dataDir, flagURL string) string {
+	if flagURL != "" {
+		return flagURL
+	}
+	if u := e.Getenv("ROOMRELAY_HUB"); u != "" {
+		return u
+	}
+	if b, err := os.ReadFile(filepath.Join(dataDir, hubURLFile)); err == nil {
+		if u := strings.TrimSpace(string(b)); strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			return u
+		}
+	}
+	return "http://" + DefaultHubListen
+}
+
 func hubDataDir(paths func() (device.Paths, error), flagDir string) (string, error) {
 	if flagDir != "" {
 		return filepath.Abs(flagDir)
@@ -312,7 +349,7 @@ func readTokenFlag(tok, file string) (string, error) {
 // constructor for the client.
 func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error) {
 	paths := pathFlags(fs, e)
-	hubURL := fs.String("hub", envOr(e.Getenv, "ROOMRELAY_HUB", "http://"+DefaultHubListen), "hub `url` (env ROOMRELAY_HUB)")
+	hubURL := fs.String("hub", "", "hub `url` (default: env ROOMRELAY_HUB, else the URL the hub wrote in its data dir, else http://"+DefaultHubListen+")")
 	dataDir := fs.String("data-dir", "", "the hub's data `dir`, to read its admin-token file (default DATA/hub)")
 	tok, tokFile := adminTokenFlags(fs)
 	caFile := caFileFlag(fs, e)
@@ -333,7 +370,7 @@ func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error
 		if err != nil {
 			return nil, err
 		}
-		cl := hubclient.New(*hubURL, t)
+		cl := hubclient.New(adminHubURL(e, dir, *hubURL), t)
 		cl.HTTP = hc
 		return cl, nil
 	}

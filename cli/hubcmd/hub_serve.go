@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,6 +92,9 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		if err != nil {
 			return hubStartErr(err)
 		}
+		if err := cli.SaveHubURL(dir, adminURL(srv.url, *publicURL, tlsCfg != nil)); err != nil {
+			e.Logger.Warn("admin commands will not find this hub by its data dir", "err", err)
+		}
 		msrv, err := serveMetrics(srv.hub, *metricsListen, e.Logger)
 		if err != nil {
 			return exitErr(cli.ExitUnavailable, errors.Join(err, srv.close()))
@@ -107,6 +112,23 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		}
 		return nil
 	}
+}
+
+// adminURL is where admin commands on this machine reach the hub: its
+// listen address, a wildcard one as loopback; over TLS the public URL when
+// there is one (the certificate names it, not 127.0.0.1).
+func adminURL(served, publicURL string, overTLS bool) string {
+	if overTLS && publicURL != "" {
+		return strings.TrimRight(publicURL, "/")
+	}
+	u, err := url.Parse(served)
+	if err != nil {
+		return served
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		u.Host = net.JoinHostPort("127.0.0.1", u.Port())
+	}
+	return u.String()
 }
 
 // connLimits caps plain HTTP connections per client address and in total

@@ -53,8 +53,8 @@ and the proxy is not capped as one client. --replicas, --startup-timeout,
 // setupHub parses the flags of `roomrelay hub` and returns its runner.
 func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 	listen := fs.String("listen", cli.DefaultHubListen, "HTTP listen `address`")
-	perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address may hold (agent websockets excluded; 0: no cap)")
-	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap)")
+	perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address (IPv6: one /64) may hold (agent websockets excluded; 0: no cap)")
+	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap); at the cap a lighter client takes the place of the heaviest prefix's oldest idle or slow connection")
 	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it, for the MCP metadata (default: from each request's Host)")
 	dataDir := cli.HubDataDirFlags(fs, e)
 	natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")

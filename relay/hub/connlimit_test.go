@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -58,4 +59,86 @@ func TestConnLimiterSparesAgents(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, "closed ones uncounted", func() bool { open, _ := lim.Stats(); return open == 0 })
+}
+
+// TestConnCapsSpareOtherClients: four addresses each hold their cap of
+// slow connections (a request line, then nothing), which fills the total;
+// requests from a fifth address are still answered, each taking the place
+// of the oldest slow connection of the heaviest address.
+func TestConnCapsSpareOtherClients(t *testing.T) {
+	th := startHub(t, Config{})
+	const perAddr, hogs = 8, 4
+	lim := NewConnLimiter(perAddr, perAddr*hogs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: th.Handler(), ConnState: lim.ConnState, ReadHeaderTimeout: time.Minute}
+	go srv.Serve(ln)
+	defer srv.Close()
+	from := func(ip string) *net.Dialer {
+		return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	}
+	if c, err := from("127.0.0.2").Dial("tcp", ln.Addr().String()); err != nil {
+		t.Skipf("cannot bind 127.0.0.2 (not Linux?): %v", err)
+	} else {
+		c.Close()
+	}
+	waitFor(t, "the probe uncounted", func() bool { open, _ := lim.Stats(); return open == 0 })
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for h := range hogs {
+		for range perAddr + 2 { // two over the cap: shed at accept
+			c, err := from(fmt.Sprintf("127.0.0.%d", 2+h)).Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+			io.WriteString(c, "GET /v1/healthz HTTP/1.1\r\n") // and nothing more
+		}
+	}
+	waitFor(t, "the hogs hold every place", func() bool { open, _ := lim.Stats(); return open == perAddr*hogs })
+	hc := &http.Client{Transport: &http.Transport{DialContext: from("127.0.0.9").DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	answered := 0
+	for range 10 {
+		resp, err := hc.Get("http://" + ln.Addr().String() + "/v1/healthz")
+		if err == nil {
+			if resp.StatusCode == http.StatusOK {
+				answered++
+			}
+			resp.Body.Close()
+		}
+	}
+	if answered != 10 {
+		t.Fatalf("%d of 10 requests from another address answered while %d addresses hold their cap", answered, hogs)
+	}
+}
+
+// pinned is a connection that says it comes from addr.
+type pinned struct {
+	net.Conn
+	addr net.Addr
+}
+
+func (p pinned) RemoteAddr() net.Addr { return p.addr }
+
+// TestConnCapsByIPv6Prefix: addresses of one /64 share one cap; another
+// /64 has its own.
+func TestConnCapsByIPv6Prefix(t *testing.T) {
+	lim := NewConnLimiter(2, 0)
+	conn := func(ip string) net.Conn {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return pinned{a, &net.TCPAddr{IP: net.ParseIP(ip), Port: 4711}}
+	}
+	for _, ip := range []string{"2001:db8::1", "2001:db8::ffff:2", "2001:db8::3", "2001:db8:0:1::1"} {
+		lim.ConnState(conn(ip), http.StateNew)
+	}
+	if open, shed := lim.Stats(); open != 3 || shed != 1 {
+		t.Fatalf("open %d shed %d; want the third address of 2001:db8::/64 shed, the other /64 counted", open, shed)
+	}
 }

@@ -62,6 +62,7 @@ type parser struct {
 	version  bool
 	inFlight bool
 	notify   bool
+	provider bool
 
 	// the project being read
 	name      string
@@ -128,6 +129,16 @@ func (ps *parser) line(n int, text string) error {
 		ps.notify = true
 		ps.pol.notify = args[0]
 		return nil
+	case "provider":
+		if ps.provider || ps.cur != nil || len(ps.seen) > 0 {
+			return fail("only once, before the first project")
+		}
+		if len(args) != 1 || (args[0] != ProviderBuiltin && args[0] != ProviderApp) {
+			return fail("want 'provider builtin' or 'provider app'")
+		}
+		ps.provider = true
+		ps.pol.provider = args[0]
+		return nil
 	case "project":
 		if err := ps.endProject(); err != nil {
 			return err
@@ -153,7 +164,7 @@ func (ps *parser) line(n int, text string) error {
 		}
 	default:
 		dir = "" // not a directive, so not a prefix for the message
-		return fail("unknown directive %s (want version, in-flight, notify, project, enabled, commands, rooms, rate, max)", quote(fields[0]))
+		return fail("unknown directive %s (want version, in-flight, notify, provider, project, enabled, commands, rooms, rate, max)", quote(fields[0]))
 	}
 	pr := ps.cur
 	once := func() error {

@@ -40,6 +40,11 @@
 //     agent shows a desktop notification when a proposal arrives for review
 //     (default on). Off, the owner learns of proposals from `roomrelay
 //     review` only.
+//   - provider builtin|app: optional, before the first project: where the
+//     device's Rooms live (default builtin: roomrelay's own store). With app,
+//     the desktop app that connects to the local API as room provider
+//     (docs/provider-protocol.md) answers reads; while it is closed, reads
+//     fail with app_not_running and proposals still wait for review.
 //   - project ID: starts a project's block; the directives below belong to
 //     it until the next project line. A project appears once.
 //   - enabled yes|no: required in every block.
@@ -123,6 +128,7 @@ type Policy struct {
 	projects map[string]*project
 	inFlight int    // 0: DefaultInFlight
 	notify   string // "on", "off"; "": not set, which is on
+	provider string // ProviderBuiltin, ProviderApp; "": not set, which is builtin
 }
 
 // DefaultInFlight is the device's concurrent-command bound when the policy
@@ -312,6 +318,21 @@ func (p *Policy) Disable(projectID string) error {
 	return nil
 }
 
+// Room providers the provider directive selects.
+const (
+	ProviderBuiltin = "builtin"
+	ProviderApp     = "app"
+)
+
+// Provider is the room provider the owner selected: ProviderApp or
+// ProviderBuiltin (the default).
+func (p *Policy) Provider() string {
+	if p == nil || p.provider == "" {
+		return ProviderBuiltin
+	}
+	return p.provider
+}
+
 // Notifications reports whether the agent notifies the desktop user of a
 // proposal waiting for review (the notify directive; on unless "notify off").
 func (p *Policy) Notifications() bool {
@@ -349,6 +370,9 @@ func (p *Policy) Marshal() []byte {
 	// An explicit "notify on" is kept: the owner chose it, not the default.
 	if p.notify != "" {
 		fmt.Fprintf(&b, "notify %s\n", p.notify)
+	}
+	if p.provider != "" {
+		fmt.Fprintf(&b, "provider %s\n", p.provider)
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.projects)) {
 		pr := p.projects[name]

@@ -149,7 +149,7 @@ func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Project", "Projects", "RateOf", "Save", "ServesRoom", "Summary"}
+	want := []string{"Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "Summary"} // Provider reads
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}
@@ -342,5 +342,37 @@ func TestNotifications(t *testing.T) {
 	q, err := Parse(p.Marshal())
 	if err != nil || q.Notifications() {
 		t.Errorf("after Enable and a round trip: notifications %v, err %v\n%s", q.Notifications(), err, p.Marshal())
+	}
+}
+
+// TestProvider: the room provider is builtin unless the policy says
+// "provider app"; the choice survives an edit; anything else is refused.
+func TestProvider(t *testing.T) {
+	for src, want := range map[string]string{
+		"":                          ProviderBuiltin,
+		"provider builtin\n":        ProviderBuiltin,
+		"provider app\n":            ProviderApp,
+		"version 1\nprovider app\n": ProviderApp,
+	} {
+		p, err := Parse([]byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if got := p.Provider(); got != want {
+			t.Errorf("%q: Provider() = %q, want %q", src, got, want)
+		}
+	}
+	for _, src := range []string{"provider cloud\n", "provider\n", "provider app\nprovider app\n", "project p\n  enabled yes\nprovider app\n"} {
+		if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "provider") {
+			t.Errorf("%q: err %v, want a refusal naming provider", src, err)
+		}
+	}
+	p, _ := Parse([]byte("provider app\n"))
+	if err := p.Enable("proj", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Parse(p.Marshal())
+	if err != nil || q.Provider() != ProviderApp {
+		t.Errorf("after Enable and a round trip: provider %q, err %v\n%s", q.Provider(), err, p.Marshal())
 	}
 }

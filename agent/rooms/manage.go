@@ -30,6 +30,9 @@ type Room struct {
 	Project   string    `json:"project"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
+
+	provider string // ProviderBuiltin or ProviderApp
+	gone     bool   // an app-provided room the app no longer lists
 }
 
 // CreateProject records a project (its id comes from enrollment). Creating
@@ -132,8 +135,8 @@ type queryer interface {
 func (s *Store) room(ctx context.Context, q queryer, id string) (Room, error) {
 	var r Room
 	var created int64
-	err := q.QueryRowContext(ctx, `SELECT id, project_id, name, created_at FROM rooms WHERE id = ?`, id).
-		Scan(&r.ID, &r.Project, &r.Name, &created)
+	err := q.QueryRowContext(ctx, `SELECT id, project_id, name, created_at, provider, gone FROM rooms WHERE id = ?`, id).
+		Scan(&r.ID, &r.Project, &r.Name, &created, &r.provider, &r.gone)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Room{}, err
 	}
@@ -151,7 +154,7 @@ func (s *Store) ListRooms(ctx context.Context, projectID string) ([]RoomSummary,
 		SELECT r.id, r.name, r.project_id,
 		       (SELECT count(*) FROM apps a WHERE a.room_id = r.id),
 		       (SELECT count(*) FROM proposals p WHERE p.room_id = r.id AND p.state = 'pending')
-		FROM rooms r WHERE ? = '' OR r.project_id = ? ORDER BY r.created_at, r.id`, projectID, projectID)
+		FROM rooms r WHERE (? = '' OR r.project_id = ?) AND r.provider = 'builtin' ORDER BY r.created_at, r.id`, projectID, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("rooms: list rooms: %w", err)
 	}
@@ -417,7 +420,7 @@ func (s *Store) AppFiles(ctx context.Context, projectID, roomID, instanceID stri
 	var src string
 	err = tx.QueryRowContext(ctx, `
 		SELECT a.source FROM apps a JOIN rooms r ON r.id = a.room_id
-		WHERE a.instance_id = ? AND a.room_id = ? AND r.project_id = ?`, instanceID, roomID, projectID).Scan(&src)
+		WHERE a.instance_id = ? AND a.room_id = ? AND r.project_id = ? AND r.provider = 'builtin'`, instanceID, roomID, projectID).Scan(&src)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, relay.Errorf(relay.CodeNotFound, "no app %q in local room %q", instanceID, roomID)
 	}

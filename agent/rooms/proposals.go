@@ -46,6 +46,10 @@ type NewProposal struct {
 	// ProposedBy is who sent it, as the hub named the caller
 	// (relay.Command.Caller); for the owner's eyes only.
 	ProposedBy string
+	// Provider is whose room RoomID must be: ProviderBuiltin ("" too), or
+	// ProviderApp (the desktop app's directory as last sent; the room
+	// need not be reachable now).
+	Provider string
 	// ContentHash is what the owner's approval binds to. Leave it empty to
 	// have it derived (ProposalContentHash); if set it must equal that.
 	ContentHash string
@@ -173,8 +177,12 @@ func (s *Store) CreateProposal(ctx context.Context, np NewProposal) (Proposal, b
 		return Proposal{}, false, fmt.Errorf("rooms: create proposal: %w", err)
 	}
 	defer tx.Rollback()
+	want := np.Provider
+	if want == "" {
+		want = ProviderBuiltin
+	}
 	r, err := s.room(ctx, tx, np.RoomID)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.Project != np.ProjectID) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && (r.Project != np.ProjectID || r.provider != want || r.gone)) {
 		return Proposal{}, false, roomNotFound(np.RoomID)
 	}
 	if err != nil {
@@ -349,6 +357,29 @@ func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Pr
 		}
 		now := s.now()
 		instanceID := newID("app_")
+		r, err := s.room(ctx, tx, p.RoomID)
+		if err != nil {
+			return fmt.Errorf("rooms: approve proposal %q: %w", id, err)
+		}
+		// The install row commits with the decision. A builtin room's app
+		// is created here, so it is installed at once; the desktop app's
+		// install queue delivers an app-provided room's.
+		install := InstallInstalled
+		if r.provider == ProviderApp {
+			install = InstallPending
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO installs (proposal_id, instance_id, state, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?)`, id, instanceID, install, ms(now), ms(now)); err != nil {
+			return fmt.Errorf("rooms: approve proposal %q: install row: %w", id, err)
+		}
+		if install == InstallPending {
+			if _, err := tx.ExecContext(ctx,
+				`UPDATE proposals SET state = 'approved', decided_at = ?, instance_id = ? WHERE id = ?`,
+				ms(now), instanceID, id); err != nil {
+				return fmt.Errorf("rooms: approve proposal %q: %w", id, err)
+			}
+			return nil
+		}
 		a := appRow{
 			instanceID: instanceID, roomID: p.RoomID, name: p.Name, source: p.Kind,
 			repositoryID: p.RepositoryID, versionID: p.VersionID, contentHash: p.ContentHash,

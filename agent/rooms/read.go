@@ -130,8 +130,8 @@ const (
 		SELECT r.id, r.name, r.project_id,
 		       (SELECT count(*) FROM apps a WHERE a.room_id = r.id),
 		       (SELECT count(*) FROM proposals p WHERE p.room_id = r.id AND p.state = 'pending')
-		FROM rooms r WHERE r.id = ? AND r.project_id = ?`
-	sqlRoomExists = `SELECT 1 FROM rooms WHERE id = ? AND project_id = ?`
+		FROM rooms r WHERE r.id = ? AND r.project_id = ? AND r.provider = 'builtin'`
+	sqlRoomExists = `SELECT 1 FROM rooms WHERE id = ? AND project_id = ? AND provider = 'builtin'`
 	sqlListApps   = `
 		SELECT seq, instance_id, name, source, launcher_state, position
 		FROM apps WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?`
@@ -139,7 +139,7 @@ const (
 		SELECT a.room_id, a.instance_id, a.name, a.source, a.launcher_state, a.position,
 		       a.review_state, a.reviewed_at, a.build_state, a.build_phase, a.build_checked_at, a.build_summary
 		FROM apps a JOIN rooms r ON r.id = a.room_id
-		WHERE a.instance_id = ? AND a.room_id = ? AND r.project_id = ?`
+		WHERE a.instance_id = ? AND a.room_id = ? AND r.project_id = ? AND r.provider = 'builtin'`
 )
 
 func (s *Store) prepare(ctx context.Context) error {

@@ -125,6 +125,11 @@ func fakeDevice(t *testing.T, url, token, dev string, rooms []relay.RoomEntry) {
 			switch {
 			case a.RoomID == "silent":
 				continue
+			case a.RoomID == "hostile":
+				b, _ := json.Marshal(map[string]any{"id": "hostile", "name": hostileName, "app_count": 0, "pending_proposals": 0})
+				res = &relay.Result{ID: cmd.ID, OK: true, Result: b}
+			case a.RoomID == "hostile-error":
+				res = &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeNotFound, "%s", hostileName)}
 			case strings.HasPrefix(a.RoomID, "code-"):
 				res = &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.Code(strings.TrimPrefix(a.RoomID, "code-")), "the device says so")}
 			}

@@ -160,13 +160,13 @@ func (c *call) fail(e *relay.Error) *mcp.CallToolResult {
 	if h := hints[e.Code]; h != "" {
 		text += " " + h
 	}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	return visibleResult(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}})
 }
 
 // ok is a tool result: structuredContent and a one-line text.
 func (c *call) ok(structured any, text string) *mcp.CallToolResult {
 	c.log("ok")
-	return &mcp.CallToolResult{StructuredContent: structured, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+	return visibleResult(&mcp.CallToolResult{StructuredContent: structured, Content: []mcp.Content{&mcp.TextContent{Text: text}}})
 }
 
 func (c *call) log(outcome string) {

@@ -1,0 +1,66 @@
+package mcpfront
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/roomrelay/roomrelay/relay"
+)
+
+// Every tool result leaves through visibleResult: room names, device
+// messages and every other string a device reported are shown through
+// relay.PrintableLine, in the text and in structuredContent (keys too), so
+// control characters (terminal escapes, CR/LF that forge a line for the
+// model), bidi controls and invisible format characters reach neither the
+// model nor a user's terminal; they read as ⟨U+XXXX⟩ markers.
+
+// visibleResult makes r's text and structuredContent printable.
+func visibleResult(r *mcp.CallToolResult) *mcp.CallToolResult {
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			tc.Text = relay.PrintableLine(tc.Text)
+		}
+	}
+	if r.StructuredContent != nil {
+		r.StructuredContent = visibleValue(r.StructuredContent)
+	}
+	return r
+}
+
+// visibleValue returns v as JSON values (maps, slices, strings, numbers)
+// with every string and key made printable. A value that does not encode
+// is dropped: a tool result must never carry what could not be checked.
+func visibleValue(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // ids and counts keep their exact digits
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return nil
+	}
+	return visibleWalk(out)
+}
+
+func visibleWalk(v any) any {
+	switch x := v.(type) {
+	case string:
+		return relay.PrintableLine(x)
+	case []any:
+		for i := range x {
+			x[i] = visibleWalk(x[i])
+		}
+		return x
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[relay.PrintableLine(k)] = visibleWalk(e)
+		}
+		return m
+	}
+	return v
+}

@@ -127,7 +127,7 @@ func (f *Front) begin(ctx context.Context, req *mcp.CallToolRequest, tool string
 	}
 	if ok, wait := f.lim.allow(c.client.TokenID); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
-		return c, c.fail(relay.Errorf(relay.CodeRateLimited, "this token made more than %d calls a minute on this hub; retry in %ds (retry_after_seconds=%d)", f.cfg.TokenRate, secs, secs))
+		return c, c.fail(relay.Errorf(relay.CodeRateLimited, "this token sent more than %d messages a minute to this hub; retry in %ds (retry_after_seconds=%d)", f.cfg.TokenRate, secs, secs))
 	}
 	return c, nil
 }

@@ -1,6 +1,8 @@
 package allowlist
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -76,4 +78,37 @@ func (p *Policy) Save(path string) (err error) {
 		d.Close()
 	}
 	return nil
+}
+
+// LoadRevision is Load that also returns the file's revision: the hex
+// SHA-256 of its bytes (of no bytes when it does not exist), read once, so
+// a writer can refuse to replace a file that changed since it was read.
+func LoadRevision(path string) (*Policy, string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return New(), Revision(nil), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("load policy: %w", err)
+	}
+	if runtime.GOOS != "windows" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("load policy: %w", err)
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			return nil, "", fmt.Errorf("load policy %s: writable by group or others (mode %04o); run chmod 600 on it", path, fi.Mode().Perm())
+		}
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("load policy %s: %w", path, err)
+	}
+	return p, Revision(data), nil
+}
+
+// Revision is the revision of a policy file's bytes.
+func Revision(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }

@@ -3,9 +3,10 @@
 // bounds and at what rate. Anything the policy does not allow is denied.
 //
 // The policy lives in one human-readable file in the config dir. Only the
-// local CLI changes it (Enable, Disable, Save); the agent only loads it and
-// decides. Nothing here does network I/O, and no frame from the hub reaches
-// an editing method.
+// owner's local tools change it: the CLI and the agent's local API, which
+// share one rule set (Enable, Disable, ApplyEnable, SetProject, Save); the
+// agent's command path only loads it and decides. Nothing here does network
+// I/O, and no frame from the hub reaches an editing method.
 //
 // # The policy file
 //

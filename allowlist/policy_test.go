@@ -140,16 +140,17 @@ func TestHiddenRoomLooksMissing(t *testing.T) {
 }
 
 // TestOnlyEnableAndDisableEdit guards the rule that the policy changes only
-// through the local CLI's calls: adding a method to *Policy means deciding
-// here whether it edits, and an editing one must not be reachable from the
-// agent's network path.
+// through the owner's local calls (the CLI and the local API, agent/localapi:
+// Enable, Disable, ApplyEnable, SetProject): adding a method to *Policy
+// means deciding here whether it edits, and an editing one must not be
+// reachable from the agent's network path.
 func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	var got []string
 	typ := reflect.TypeFor[*Policy]()
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "Summary"} // Provider reads
+	want := []string{"ApplyEnable", "Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "SetProject", "Summary"} // Provider reads
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}

@@ -86,20 +86,13 @@ func setupEnable(fs *flag.FlagSet, e *Env) Runner {
 		if len(args) != 1 {
 			return usagef("want one project id")
 		}
-		if *only != "" && (*allow != "" || *deny != "") {
-			return usagef("--only replaces the list: give it alone, without --allow or --deny")
-		}
 		p, pol, err := load()
 		if err != nil {
 			return err
 		}
 		project := args[0]
-		before, existed := pol.Project(project)
-		cmds, rooms, err := enableLists(before, existed, splitList(*allow), splitList(*deny), splitList(*only), *roomList)
+		before, existed, err := pol.ApplyEnable(project, enableRequest(*allow, *deny, *only, *roomList))
 		if err != nil {
-			return err
-		}
-		if err := pol.Enable(project, cmds, rooms); err != nil {
 			return exitErr(ExitUsage, err)
 		}
 		if err := p.MkdirAll(); err != nil {
@@ -186,40 +179,17 @@ func setupPolicyShow(fs *flag.FlagSet, e *Env) Runner {
 	}
 }
 
-// enableLists works out a project's commands and rooms from enable's
-// flags: the current lists (or the defaults for a new project), plus
-// --allow, minus --deny, or --only instead; rooms unchanged unless --rooms.
-func enableLists(cur allowlist.ProjectInfo, existed bool, allow, deny, only []string, roomFlag string) ([]string, []string, error) {
-	for _, c := range slices.Concat(allow, deny, only) {
-		if !relay.KnownCommand(c) {
-			return nil, nil, exitErr(ExitUsage, fmt.Errorf("unknown command %q (known: %s)", c, strings.Join(relay.CommandNames(), ", ")))
+// enableRequest is enable's flags as the rule set in allowlist takes them:
+// --rooms ” keeps the rooms, '*' is every room, else a comma list.
+func enableRequest(allow, deny, only, rooms string) allowlist.EnableRequest {
+	req := allowlist.EnableRequest{Allow: splitList(allow), Deny: splitList(deny), Only: splitList(only)}
+	if rooms != "" {
+		req.Rooms = splitList(rooms)
+		if req.Rooms == nil {
+			req.Rooms = []string{}
 		}
 	}
-	cmds := slices.Clone(allowlist.DefaultCommands)
-	rooms := []string(nil)
-	if existed {
-		cmds, rooms = slices.Clone(cur.Commands), slices.Clone(cur.Rooms)
-	}
-	if len(only) > 0 {
-		cmds = slices.Clone(only)
-	}
-	for _, c := range allow {
-		if !slices.Contains(cmds, c) {
-			cmds = append(cmds, c)
-		}
-	}
-	cmds = slices.DeleteFunc(cmds, func(c string) bool { return slices.Contains(deny, c) })
-	if len(cmds) == 0 {
-		return nil, nil, usagef("that leaves no command allowed; to stop serving the project, run `roomrelay disable PROJECT`")
-	}
-	switch roomFlag {
-	case "":
-	case "*":
-		rooms = nil
-	default:
-		rooms = splitList(roomFlag)
-	}
-	return cmds, rooms, nil
+	return req
 }
 
 // diffLists returns what is in b and not a, and in a and not b.

@@ -1,0 +1,285 @@
+package localapi
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roomrelay/roomrelay/agent"
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/rooms"
+)
+
+//go:embed openapi.json
+var openapiDoc []byte
+
+// OpenAPI is the embedded OpenAPI 3.1 document of the API.
+func OpenAPI() []byte { return openapiDoc }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET "+Prefix+"status", s.getStatus)
+	m.HandleFunc("GET "+Prefix+"events", s.getEvents)
+	m.HandleFunc("GET "+Prefix+"openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapiDoc)
+	})
+	m.HandleFunc("GET "+Prefix+"audit", s.getAudit)
+	m.HandleFunc("GET "+Prefix+"projects", s.getProjects)
+	m.HandleFunc("PUT "+Prefix+"projects/{id}", s.putProject)
+	m.HandleFunc("POST "+Prefix+"projects/{id}/enable", s.enableProject)
+	m.HandleFunc("POST "+Prefix+"projects/{id}/disable", s.disableProject)
+	m.HandleFunc("GET "+Prefix+"proposals", s.listProposals)
+	m.HandleFunc("GET "+Prefix+"proposals/{id}", s.showProposal)
+	m.HandleFunc("POST "+Prefix+"proposals/{id}/check", s.checkProposal)
+	m.HandleFunc("POST "+Prefix+"proposals/{id}/approve", s.approveProposal)
+	m.HandleFunc("POST "+Prefix+"proposals/{id}/decline", s.declineProposal)
+	m.HandleFunc(Prefix+"provider", func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.ProviderHandler == nil {
+			writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, providerUnavailableTx))
+			return
+		}
+		s.cfg.ProviderHandler.ServeHTTP(w, r)
+	})
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s (see %sopenapi.json)", r.Method, clipText(r.URL.Path, 200), Prefix)))
+	})
+	s.mux = m
+}
+
+// APIInfo names the version the agent serves and the oldest it still does.
+type APIInfo struct {
+	Version string `json:"version"`
+	Min     string `json:"min"`
+}
+
+// StatusResponse is GET status: the agent's live status (agent.Status's
+// fields), the provider's, the pending proposal count, API and boot id.
+type StatusResponse struct {
+	agent.Status
+	Provider         ProviderState `json:"provider"`
+	PendingProposals int           `json:"pending_proposals"`
+	API              APIInfo       `json:"api"`
+	BootID           string        `json:"boot_id"`
+}
+
+// statusNow builds the status; a store that cannot be read leaves the count
+// at -1 rather than failing the whole status.
+func (s *Server) statusNow(ctx context.Context) StatusResponse {
+	st := s.cfg.Status()
+	st.Notes = nonNilStrings(st.Notes)
+	r := StatusResponse{Status: st, API: APIInfo{Version: APIVersion, Min: APIMinVersion}, BootID: s.events.BootID()}
+	if s.cfg.Provider != nil {
+		r.Provider = s.cfg.Provider.ProviderState()
+	}
+	r.PendingProposals = -1
+	if s.cfg.Proposals != nil {
+		if ps, err := s.cfg.Proposals.ListProposals(ctx, rooms.ProposalFilter{State: rooms.ProposalPending}); err == nil {
+			r.PendingProposals = len(ps)
+		}
+	}
+	return r
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.statusNow(r.Context()))
+}
+
+// Snapshot is the data of a snapshot line: what a client needs to draw its
+// state before applying the events after it.
+type Snapshot struct {
+	Status           StatusResponse `json:"status"`
+	ProjectsRevision string         `json:"projects_revision"`
+	PendingProposals []string       `json:"pending_proposals"`
+	Provider         ProviderState  `json:"provider"`
+}
+
+func (s *Server) snapshot(ctx context.Context) Snapshot {
+	st := s.statusNow(ctx)
+	snap := Snapshot{Status: st, Provider: st.Provider, PendingProposals: []string{}}
+	if _, rev, err := s.readPolicy(); err == nil {
+		snap.ProjectsRevision = rev
+	}
+	if s.cfg.Proposals != nil {
+		if ps, err := s.cfg.Proposals.ListProposals(ctx, rooms.ProposalFilter{State: rooms.ProposalPending}); err == nil {
+			for _, p := range ps {
+				snap.PendingProposals = append(snap.PendingProposals, p.ID)
+			}
+		}
+	}
+	return snap
+}
+
+// eventBatch bounds how many ring entries one wake-up copies.
+const eventBatch = 128
+
+// getEvents streams events as newline-delimited JSON: optionally a
+// snapshot first (initial=1), then every event after since (or after now),
+// filtered by types; a resync line (then a snapshot) when since is no
+// longer in the ring or names another boot; a ping line every PingEvery.
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var types map[string]bool
+	if t := q.Get("types"); t != "" {
+		types = map[string]bool{}
+		for _, x := range strings.Split(t, ",") {
+			types[strings.TrimSpace(x)] = true
+		}
+	}
+	wake, pos := s.events.subscribe()
+	defer s.events.unsubscribe(wake)
+	resync := ""
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "since must be a sequence number from an earlier event line"))
+			return
+		}
+		if b := q.Get("boot_id"); b != "" && b != s.events.BootID() {
+			resync = "the agent restarted (boot id " + s.events.BootID() + ", was " + clipText(b, 64) + ")"
+		} else if _, ok := s.events.since(n, 0); !ok {
+			resync = fmt.Sprintf("event %d is no longer held (the ring keeps the last %d)", n+1, len(s.events.ring))
+		} else {
+			pos = n
+		}
+	}
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	// Send the headers now: a client waits for them before it reads.
+	if rc.Flush() != nil {
+		return
+	}
+	enc := json.NewEncoder(w)
+	write := func(e Event) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if err := enc.Encode(e); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	meta := func(typ string, v any) bool {
+		var data json.RawMessage
+		if v != nil {
+			data, _ = json.Marshal(v)
+		}
+		return write(Event{Seq: pos, BootID: s.events.BootID(), Time: s.cfg.Now().UTC(), Type: typ, Data: data})
+	}
+	if resync != "" {
+		if !meta(EventResync, map[string]string{"reason": resync}) || !meta(EventSnapshot, s.snapshot(ctx)) {
+			return
+		}
+	} else if q.Get("initial") == "1" || q.Get("initial") == "true" {
+		if !meta(EventSnapshot, s.snapshot(ctx)) {
+			return
+		}
+	}
+	ping := time.NewTicker(s.cfg.PingEvery)
+	defer ping.Stop()
+	for {
+		evs, ok := s.events.since(pos, eventBatch)
+		if !ok {
+			// This reader fell a whole ring behind.
+			pos = s.events.Last()
+			if !meta(EventResync, map[string]string{"reason": "this stream fell behind the ring"}) || !meta(EventSnapshot, s.snapshot(ctx)) {
+				return
+			}
+			continue
+		}
+		for _, e := range evs {
+			pos = e.Seq
+			if types != nil && !types[e.Type] {
+				continue
+			}
+			if !write(e) {
+				return
+			}
+		}
+		if len(evs) == eventBatch {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-ping.C:
+			if !meta(EventPing, nil) {
+				return
+			}
+		}
+	}
+}
+
+// AuditOutcome is one line of GET audit: what ran, where, how it ended and
+// how long it took. Never arguments.
+type AuditOutcome struct {
+	Seq        uint64    `json:"seq"`
+	Time       time.Time `json:"time"`
+	Command    string    `json:"command"`
+	Project    string    `json:"project"`
+	Room       string    `json:"room,omitempty"`
+	Outcome    string    `json:"outcome"` // ok, the error code, or denied:code
+	DurationMS int64     `json:"duration_ms"`
+}
+
+const (
+	defaultAuditLimit = 50
+	maxAuditLimit     = 500
+)
+
+func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
+	limit := defaultAuditLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxAuditLimit {
+			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", fmt.Sprintf("limit must be 1 to %d", maxAuditLimit)))
+			return
+		}
+		limit = n
+	}
+	if s.cfg.Audit == nil {
+		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "this agent keeps no audit log"))
+		return
+	}
+	es, err := s.cfg.Audit.Query(audit.Filter{Limit: limit})
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	out := make([]AuditOutcome, 0, len(es))
+	for _, e := range slices.Backward(es) {
+		out = append(out, AuditOutcome{Seq: e.Seq, Time: e.Time.UTC(), Command: e.Command, Project: e.Project,
+			Room: e.Room, Outcome: outcome(e), DurationMS: e.DurationMS})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
+}
+
+// outcome sums up an audit entry: "ok", the error code of a command that
+// ran and failed, or "denied:" and the refusal's code.
+func outcome(e audit.Entry) string {
+	switch {
+	case e.Decision == audit.Denied && e.ErrorCode != "":
+		return "denied:" + e.ErrorCode
+	case e.Decision == audit.Denied:
+		return "denied"
+	case e.Decision == audit.Note:
+		return "note"
+	case e.ErrorCode != "":
+		return e.ErrorCode
+	}
+	return "ok"
+}

@@ -119,7 +119,7 @@ func (d *demo) run(ctx context.Context, sandboxConfig func() (sandbox.Config, er
 		return err
 	}
 	srv, err := startHubServer(ctx, hub.Config{DataDir: hubDir, AdminToken: adminTok, Logger: d.log,
-		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, "127.0.0.1:0", "", defaultConnLimits, nil)
+		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, "127.0.0.1:0", "", oauthOptions{}, defaultConnLimits, nil)
 	if err != nil {
 		return fmt.Errorf("hub did not start: %w", err)
 	}

@@ -55,7 +55,7 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 	listen := fs.String("listen", cli.DefaultHubListen, "HTTP listen `address`")
 	perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address (IPv6: one /64) may hold (agent websockets excluded; 0: no cap)")
 	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap); at the cap a lighter client takes the place of the heaviest prefix's oldest idle or slow connection")
-	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it, for the MCP metadata (default: from each request's Host)")
+	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it (https://hub.example.com): the MCP metadata, and the OAuth issuer (OAuth is off without it; default: from each request's Host)")
 	dataDir := cli.HubDataDirFlags(fs, e)
 	natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
 	heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
@@ -63,6 +63,7 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 	metricsListen := fs.String("metrics-listen", "", "also serve /metrics on this `address`, without the admin token (keep it internal)")
 	_, adminTokenFile, readAdminToken := cli.AdminTokenFlags(fs)
 	sf := addHubServeFlags(fs)
+	of := addOAuthFlags(fs)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("unexpected argument %q (subcommands: pair, revoke, devices, call)", args[0])
@@ -88,7 +89,7 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		if err := sf.apply(&hcfg); err != nil {
 			return err
 		}
-		srv, err := startHubServer(ctx, hcfg, *listen, *publicURL, withConns(*perAddr, *maxConns), tlsCfg)
+		srv, err := startHubServer(ctx, hcfg, *listen, *publicURL, of.options(*publicURL), withConns(*perAddr, *maxConns), tlsCfg)
 		if err != nil {
 			return hubStartErr(err)
 		}
@@ -106,6 +107,11 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		}
 		fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
 			srv.url, nats, adminTokenSource(e, dir, adminToken, *adminTokenFile), srv.url, mcpfront.Path)
+		if oa := of.options(*publicURL); oa.on {
+			fmt.Fprintf(e.Stderr, "OAuth for MCP clients: issuer %s; add approvers with `roomrelay hub approver add NAME --project P`\n", *publicURL)
+		} else {
+			fmt.Fprintln(e.Stderr, "OAuth for MCP clients is off (it needs --public-url); MCP clients use client tokens")
+		}
 		fmt.Fprint(e.Stderr, msrv.banner())
 		if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {
 			return err
@@ -166,21 +172,19 @@ type hubServer struct {
 // startHubServer runs a hub and serves it on listen until ctx ends, over
 // TLS when tlsCfg is set; it returns once the hub is ready (or failed to
 // start).
-func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string, limits connLimits, tlsCfg *tls.Config) (*hubServer, error) {
+func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string, oa oauthOptions, limits connLimits, tlsCfg *tls.Config) (*hubServer, error) {
 	h, err := hub.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	front, err := mcpfront.New(mcpfront.Config{Hub: h, PublicURL: publicURL, Version: cli.Version, Logger: cfg.Logger})
-	if err != nil {
+	mux := http.NewServeMux()
+	if err := mountFront(mux, h, publicURL, cli.Version, oa, cfg.Logger); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("hub: listen: %w", err)
 	}
-	mux := http.NewServeMux()
-	front.Mount(mux)
 	mux.Handle("/", h.Handler())
 	log := cfg.Logger
 	if log == nil {

@@ -34,6 +34,15 @@ var buckets = []bucketSpec{
 	{bucketClients, "client (MCP) tokens", 0, 1, 64 << 20, func(s *store) *jetstream.KeyValue { return &s.clients }},
 	{bucketEnroll, "failed enrollments per address", 24 * time.Hour, 1, 16 << 20, func(s *store) *jetstream.KeyValue { return &s.enroll }},
 	{bucketNodes, "hub node liveness", time.Hour, 1, 1 << 20, func(s *store) *jetstream.KeyValue { return &s.nodes }},
+	// OAuth (relay/hub/oauth). Each record carries its own expiry; a
+	// bucket's MaxAge only bounds how long an idle one is kept (a client
+	// or grant in use is rewritten, which restarts its age).
+	{bucketOAuthClients, "OAuth registered clients", 90 * 24 * time.Hour, 1, 64 << 20, func(s *store) *jetstream.KeyValue { return &s.oauth.Clients }},
+	{bucketOAuthFlow, "OAuth requests, codes and login links", 30 * time.Minute, 1, 64 << 20, func(s *store) *jetstream.KeyValue { return &s.oauth.Flow }},
+	{bucketOAuthGrants, "OAuth grants", 90 * 24 * time.Hour, 1, 64 << 20, func(s *store) *jetstream.KeyValue { return &s.oauth.Grants }},
+	{bucketOAuthTokens, "OAuth access and refresh token hashes", 90 * 24 * time.Hour, 1, 256 << 20, func(s *store) *jetstream.KeyValue { return &s.oauth.Tokens }},
+	{bucketOAuthApprovers, "OAuth approvers", 0, 1, 16 << 20, func(s *store) *jetstream.KeyValue { return &s.oauth.Approvers }},
+	{bucketOAuthSessions, "OAuth approver browser sessions", 7 * 24 * time.Hour, 1, 16 << 20, func(s *store) *jetstream.KeyValue { return &s.oauth.Sessions }},
 }
 
 // The events stream: per device and kind at most eventsPerSubject, so one

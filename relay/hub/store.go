@@ -31,7 +31,15 @@ const (
 	bucketClients   = "rr_clients"   // "id." token id → clientTokenRec; "h." sha256(token) → token id
 	bucketEnroll    = "rr_enroll"    // sha256(client address) → its failed enrollments in the window
 	bucketNodes     = "rr_nodes"     // node name → nodeRec, refreshed every nodeBeat
-	streamEvents    = "RR_EVENTS"    // subjects rr.events.>
+	// The OAuth authorization server's state (relay/hub/oauth owns the
+	// records; the hub only creates the buckets).
+	bucketOAuthClients   = "rr_oauth_clients"   // "c." client id → registered client
+	bucketOAuthFlow      = "rr_oauth_flow"      // pending requests, user codes, codes, login links
+	bucketOAuthGrants    = "rr_oauth_grants"    // "g." grant id → grant
+	bucketOAuthTokens    = "rr_oauth_tokens"    // "a."/"f." sha256(token) → access / refresh token
+	bucketOAuthApprovers = "rr_oauth_approvers" // "a." approver id → approver
+	bucketOAuthSessions  = "rr_oauth_sessions"  // "s." sha256(session) → approver browser session
+	streamEvents         = "RR_EVENTS"          // subjects rr.events.>
 )
 
 // NATS subjects.
@@ -105,6 +113,7 @@ type presenceRec struct {
 // store wraps the KV buckets.
 type store struct {
 	devices, tokens, pairing, presence, proposals, rooms, clients, enroll, nodes jetstream.KeyValue
+	oauth                                                                        OAuthBuckets
 
 	nc         *nats.Conn
 	replicated map[string]bool // bucket name → more than one replica

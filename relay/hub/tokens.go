@@ -43,6 +43,12 @@ type Client struct {
 	Name    string
 	Project string
 	Scope   string // hubapi.ScopeRead or hubapi.ScopeWrite
+	// OAuth is set for an OAuth access token (relay/hub/oauth): TokenID is
+	// then its grant's id.
+	OAuth bool
+	// Device, when set, binds the client to one device: rooms on any other
+	// device of the project are not found (a grant approved on a device).
+	Device string
 }
 
 // CanWrite reports whether the token may call tools that change a device.

@@ -5,11 +5,13 @@
 // that takes room_id finds the room's device in the hub's room directory,
 // and the device decides every command itself, as for the HTTP API.
 //
-// Authentication is a bearer client token (`roomrelay hub token create`);
-// without a valid one /mcp answers 401 with a WWW-Authenticate header that
-// points at the RFC 9728 metadata under /.well-known/oauth-protected-resource/mcp.
-// There is no OAuth authorization server: clients send the token as a
-// header.
+// Authentication is a bearer token, its verifier picked by prefix: a
+// client token (rrc_, `roomrelay hub token create`) or, when Config.OAuth
+// is set, an OAuth access token of the hub's authorization server
+// (relay/hub/oauth). Without a valid one /mcp answers 401 with a
+// WWW-Authenticate header that points at the RFC 9728 metadata under
+// /.well-known/oauth-protected-resource/mcp, which names the authorization
+// server when there is one.
 package mcpfront
 
 import (
@@ -32,7 +34,22 @@ import (
 const (
 	Path         = "/mcp"
 	MetadataPath = "/.well-known/oauth-protected-resource/mcp"
+	// RootMetadataPath is also served when OAuth is on: clients that do not
+	// read the challenge try the root (RFC 9728 §3.1).
+	RootMetadataPath = "/.well-known/oauth-protected-resource"
 )
+
+// OAuth verifies OAuth access tokens (relay/hub/oauth.Server).
+type OAuth interface {
+	// Issuer is the authorization server's issuer, listed in the metadata.
+	Issuer() string
+	// VerifyAccess returns who the token speaks for, or
+	// hub.ErrBadClientToken.
+	VerifyAccess(ctx context.Context, token string) (*hub.Client, error)
+}
+
+// OAuthPrefix is the prefix of the access tokens Config.OAuth verifies.
+const OAuthPrefix = "rro_"
 
 // The scopes a client token carries, as MCP clients see them.
 const (
@@ -47,6 +64,9 @@ type Config struct {
 	// ("https://hub.example.com"); empty derives it from each request's
 	// Host (and X-Forwarded-Proto only from the hub's trusted proxies).
 	PublicURL string
+	// OAuth, when set, verifies rro_ access tokens; PublicURL is then
+	// required (the resource never derives from a request).
+	OAuth OAuth
 	// TokenRate and TokenBurst bound the JSON-RPC messages (tools/call,
 	// tools/list, initialize, ...) per client token on this node (default
 	// 300 per minute, burst 60).
@@ -105,6 +125,9 @@ func New(cfg Config) (*Front, error) {
 		cfg.Now = time.Now
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.OAuth != nil && cfg.PublicURL == "" {
+		return nil, errors.New("mcpfront: OAuth needs PublicURL: the canonical resource must not derive from a request's Host")
+	}
 	f := &Front{cfg: cfg, hub: cfg.Hub, log: cfg.Logger.With("component", "mcp"),
 		lim: newTokenLimiter(cfg.TokenRate, cfg.TokenBurst, cfg.Now), tools: map[string]bool{}, publicHost: publicHostOf(cfg.PublicURL)}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "roomrelay", Version: cfg.Version}, &mcp.ServerOptions{
@@ -140,6 +163,9 @@ func (f *Front) Mount(mux *http.ServeMux) {
 	h := f.hub.Track(f.Handler())
 	mux.Handle(Path, h)
 	mux.Handle(MetadataPath, h)
+	if f.cfg.OAuth != nil {
+		mux.Handle(RootMetadataPath, h)
+	}
 }
 
 // Handler serves Path (the MCP endpoint) and MetadataPath (RFC 9728).
@@ -147,6 +173,12 @@ func (f *Front) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case MetadataPath:
+			f.serveMetadata(w, r)
+		case RootMetadataPath:
+			if f.cfg.OAuth == nil {
+				http.NotFound(w, r)
+				return
+			}
 			f.serveMetadata(w, r)
 		case Path:
 			f.authenticate(w, r)
@@ -181,25 +213,41 @@ func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "max-age=300")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	fmt.Fprintf(w, `{"resource":%q,"resource_name":"roomrelay local rooms","scopes_supported":[%q,%q],"bearer_methods_supported":["header"]}`+"\n",
-		b+Path, ScopeRead, ScopeWrite)
+	as := ""
+	if f.cfg.OAuth != nil {
+		as = fmt.Sprintf(`,"authorization_servers":[%q]`, f.cfg.OAuth.Issuer())
+	}
+	fmt.Fprintf(w, `{"resource":%q,"resource_name":"roomrelay local rooms","scopes_supported":[%q,%q],"bearer_methods_supported":["header"]%s}`+"\n",
+		b+Path, ScopeRead, ScopeWrite, as)
 }
 
 // authenticate checks the bearer client token and passes the request on to
 // the MCP handler with the token's identity, or answers 401.
 func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	meta := fmt.Sprintf(`Bearer resource_metadata=%q`, f.base(r)+MetadataPath)
+	if f.cfg.OAuth != nil {
+		meta += fmt.Sprintf(`, scope="%s %s"`, ScopeRead, ScopeWrite)
+	}
 	client := f.hub.ClientAddr(r) // behind a trusted proxy, the address it forwarded
 	tok := ""
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		tok = strings.TrimSpace(a[7:])
+	}
+	if tok == "" && f.cfg.OAuth != nil {
+		w.Header().Set("WWW-Authenticate", meta)
+		http.Error(w, "Connect roomrelay to continue: sign in through your MCP client (OAuth), or send a client token: Authorization: Bearer <token> (`roomrelay hub token create`)", http.StatusUnauthorized)
+		return
 	}
 	if tok == "" {
 		w.Header().Set("WWW-Authenticate", meta)
 		http.Error(w, "this MCP endpoint needs a roomrelay client token: Authorization: Bearer <token> (`roomrelay hub token create`)", http.StatusUnauthorized)
 		return
 	}
-	c, err := f.hub.VerifyClientToken(r.Context(), tok)
+	verify := f.hub.VerifyClientToken
+	if f.cfg.OAuth != nil && strings.HasPrefix(tok, OAuthPrefix) {
+		verify = f.cfg.OAuth.VerifyAccess
+	}
+	c, err := verify(r.Context(), tok)
 	if errors.Is(err, hub.ErrBadClientToken) {
 		f.log.Info("refused a client token", "client", client)
 		w.Header().Set("WWW-Authenticate", meta+`, error="invalid_token", error_description="unknown or revoked token"`)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // Tool names the front adds to the device commands.
@@ -120,7 +122,13 @@ func (f *Front) begin(ctx context.Context, req *mcp.CallToolRequest, tool string
 	if c.client == nil { // cannot happen behind authenticate
 		return c, c.fail(relay.Errorf(relay.CodeNotEnrolled, "no client token"))
 	}
-	f.hub.NoteClientUse(context.WithoutCancel(ctx), c.client.TokenID)
+	if !c.client.OAuth { // a grant's use is recorded by its refreshes
+		f.hub.NoteClientUse(context.WithoutCancel(ctx), c.client.TokenID)
+	}
+	if writeTool(tool) && !c.client.CanWrite() && c.client.OAuth {
+		return c, c.fail(relay.Errorf(relay.CodeCommandNotAllowed,
+			"this sign-in grants %s only; %s needs %s: re-authorize and choose \"Read, and propose apps\" (in Claude Code: /mcp, roomrelay, Re-authenticate)", ScopeRead, tool, ScopeWrite))
+	}
 	if writeTool(tool) && !c.client.CanWrite() {
 		return c, c.fail(relay.Errorf(relay.CodeCommandNotAllowed,
 			"this token has scope %s only; %s needs %s: ask the hub operator for a write token (`roomrelay hub token create --scope write`)", ScopeRead, tool, ScopeWrite))
@@ -191,6 +199,9 @@ func (f *Front) listRooms(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		f.log.Error("list rooms", "err", err)
 		return c.fail(relay.Errorf(relay.CodeInternal, "the hub could not read its room directory")), nil
 	}
+	if d := c.client.Device; d != "" { // a grant bound to one device sees its rooms only
+		rooms = slices.DeleteFunc(rooms, func(r hubapi.DirectoryRoom) bool { return r.DeviceID != d })
+	}
 	parts := make([]string, 0, len(rooms))
 	for _, r := range rooms {
 		parts = append(parts, fmt.Sprintf("%s (%s, %s)", r.Name, r.RoomID, r.Presence.State))
@@ -238,7 +249,7 @@ func (f *Front) deviceTool(name string) mcp.ToolHandler {
 			RoomID string `json:"room_id"`
 		}
 		_ = json.Unmarshal(args, &a)
-		dev, rerr := f.hub.ResolveRoom(ctx, c.client.Project, a.RoomID)
+		dev, rerr := f.resolve(ctx, c.client, a.RoomID)
 		if rerr != nil {
 			return c.fail(rerr), nil
 		}
@@ -319,7 +330,7 @@ func (f *Front) waitForReview(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if a.Timeout != nil {
 		wait = time.Duration(*a.Timeout) * time.Second
 	}
-	dev, rerr := f.hub.ResolveRoom(ctx, c.client.Project, a.RoomID)
+	dev, rerr := f.resolve(ctx, c.client, a.RoomID)
 	if rerr != nil {
 		return c.fail(rerr), nil
 	}
@@ -382,4 +393,14 @@ func (f *Front) waitForReview(ctx context.Context, req *mcp.CallToolRequest) (*m
 		text = fmt.Sprintf("Still pending after %ds: tell the user to approve it on their laptop (`roomrelay review`), then end the turn; do not loop.", int(wait.Seconds()))
 	}
 	return c.ok(out, text), nil
+}
+
+// resolve finds a room's device; for a client bound to one device a room
+// on another device is not found, the same answer as an unknown room.
+func (f *Front) resolve(ctx context.Context, c *hub.Client, room string) (string, *relay.Error) {
+	dev, rerr := f.hub.ResolveRoom(ctx, c.Project, room)
+	if rerr == nil && c.Device != "" && dev != c.Device {
+		return "", relay.RoomNotFound(room)
+	}
+	return dev, rerr
 }

@@ -1,0 +1,250 @@
+package oauth
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Dynamic client registration (RFC 7591): public clients only, and only
+// redirect URIs that cannot carry a code to someone else's server without
+// the operator's say: loopback http (the code lands on the approver's own
+// machine), a short list of known desktop-app schemes, and HTTPS hosts the
+// operator allowed.
+
+// knownSchemes are private-use redirect schemes of known MCP clients (RFC
+// 8252 §7.1): Cursor and VS Code.
+var knownSchemes = []string{"cursor", "vscode", "vscode-insiders"}
+
+const (
+	maxRedirectURIs = 8
+	maxURILen       = 512
+	maxNameLen      = 100
+	maxRegisterBody = 16 << 10
+)
+
+// isLoopbackHost: the hosts of RFC 8252 §7.3 redirects, localhost included
+// (Claude Code registers http://localhost/callback).
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// checkRedirect says why a redirect URI may not be registered, or nil.
+func (s *Server) checkRedirect(raw string) string {
+	if len(raw) > maxURILen {
+		return "longer than 512 bytes"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return "not an absolute URI"
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return "has a fragment (RFC 6749 §3.1.2)"
+	}
+	if u.User != nil {
+		return "has user info"
+	}
+	switch u.Scheme {
+	case "http":
+		if !isLoopbackHost(u.Hostname()) {
+			return "http is allowed only to a loopback host (127.0.0.1, [::1], localhost; RFC 8252 §7.3)"
+		}
+	case "https":
+		if !slices.Contains(s.cfg.RedirectHosts, strings.ToLower(u.Hostname())) {
+			return "https host " + u.Hostname() + " is not one the hub's operator allowed (--oauth-redirect-host)"
+		}
+	default:
+		if !slices.Contains(knownSchemes, u.Scheme) {
+			return "scheme " + u.Scheme + " is not loopback http, an allowed https host, or a known client scheme (" + strings.Join(knownSchemes, ", ") + ")"
+		}
+	}
+	return ""
+}
+
+// redirectMatches is exact matching against the registered URIs, except
+// that a loopback http redirect may use any port (RFC 8252 §7.3: the
+// client picks a free one at request time).
+func redirectMatches(registered []string, got string) bool {
+	if slices.Contains(registered, got) {
+		return true
+	}
+	g, err := url.Parse(got)
+	if err != nil || g.Scheme != "http" || !isLoopbackHost(g.Hostname()) || g.User != nil || g.Fragment != "" {
+		return false
+	}
+	for _, r := range registered {
+		u, err := url.Parse(r)
+		if err != nil || u.Scheme != "http" {
+			continue
+		}
+		if u.Hostname() == g.Hostname() && u.EscapedPath() == g.EscapedPath() && u.RawQuery == g.RawQuery {
+			return true
+		}
+	}
+	return false
+}
+
+type registration struct {
+	RedirectURIs            []string `json:"redirect_uris"`
+	ClientName              string   `json:"client_name"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	Scope                   string   `json:"scope"`
+}
+
+// serveRegister answers POST /oauth/register.
+func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	addr := s.hub.ClientAddr(r)
+	if ok, wait := s.regLim.take(addr); !ok {
+		s.m.registrations.WithLabelValues("rate_limited").Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "rate_limited",
+			"error_description": "too many registrations from this address; retry later"})
+		return
+	}
+	c, err := s.register(r)
+	if err != nil {
+		var oe *oauthErr
+		if errors.As(err, &oe) {
+			s.m.registrations.WithLabelValues(oe.code).Inc()
+		}
+		s.writeOAuthErr(w, r, err)
+		return
+	}
+	s.m.registrations.WithLabelValues("ok").Inc()
+	s.log.Info("oauth client registered", "client", c.ID, "name", c.Name, "addr", addr)
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"client_id":                  c.ID,
+		"client_id_issued_at":        c.CreatedAt.Unix(),
+		"client_name":                c.Name,
+		"redirect_uris":              c.RedirectURIs,
+		"token_endpoint_auth_method": "none",
+		"grant_types":                []string{"authorization_code", "refresh_token"},
+		"response_types":             []string{"code"},
+		"scope":                      ScopeRead + " " + ScopeWrite,
+	})
+}
+
+func (s *Server) register(r *http.Request) (*clientRec, error) {
+	var req registration
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRegisterBody))
+	if err := dec.Decode(&req); err != nil {
+		return nil, bad("invalid_client_metadata", "the body must be a JSON client metadata document (RFC 7591) of at most 16 KiB")
+	}
+	if len(req.RedirectURIs) == 0 || len(req.RedirectURIs) > maxRedirectURIs {
+		return nil, bad("invalid_redirect_uri", "redirect_uris must list 1 to %d URIs", maxRedirectURIs)
+	}
+	switch req.TokenEndpointAuthMethod {
+	case "", "none":
+	default:
+		return nil, bad("invalid_client_metadata", "only public clients are registered: token_endpoint_auth_method must be none (PKCE protects the code)")
+	}
+	for _, g := range req.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" {
+			return nil, bad("invalid_client_metadata", "grant type %q is not supported: authorization_code and refresh_token only", cut(g, 40))
+		}
+	}
+	for _, t := range req.ResponseTypes {
+		if t != "code" {
+			return nil, bad("invalid_client_metadata", "response type %q is not supported: code only", cut(t, 40))
+		}
+	}
+	if _, err := parseScope(req.Scope); err != nil {
+		return nil, bad("invalid_client_metadata", "%s", err.(*oauthErr).desc)
+	}
+	name := strings.TrimSpace(req.ClientName)
+	if len(name) > maxNameLen || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, bad("invalid_client_metadata", "client_name is at most 100 bytes without control characters")
+	}
+	if name == "" {
+		name = "unnamed client"
+	}
+	// RFC 7591 §3.2.1 lets the server replace metadata: the allowed subset
+	// is registered (VS Code lists https and loopback URIs together).
+	var ok []string
+	var why string
+	for _, u := range req.RedirectURIs {
+		if reason := s.checkRedirect(u); reason != "" {
+			why = cut(u, 80) + ": " + reason
+			continue
+		}
+		if !slices.Contains(ok, u) {
+			ok = append(ok, u)
+		}
+	}
+	if len(ok) == 0 {
+		return nil, bad("invalid_redirect_uri", "no redirect URI is allowed (%s)", why)
+	}
+	b, err := s.kv()
+	if err != nil {
+		return nil, err
+	}
+	c := &clientRec{ID: newID("rrcl-"), Name: name, RedirectURIs: ok, CreatedAt: s.cfg.Now().UTC()}
+	if _, err := b.Clients.Create(r.Context(), "c."+c.ID, mustJSON(c)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// rateLimiter allows n events per window per key (a fixed window), in
+// bounded memory.
+type rateLimiter struct {
+	n      int
+	window time.Duration
+	now    func() time.Time
+	mu     sync.Mutex
+	m      map[string]*rlWin
+}
+
+type rlWin struct {
+	start time.Time
+	count int
+}
+
+func newRateLimiter(n int, window time.Duration, now func() time.Time) *rateLimiter {
+	return &rateLimiter{n: n, window: window, now: now, m: map[string]*rlWin{}}
+}
+
+func (l *rateLimiter) take(key string) (bool, time.Duration) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.m[key]
+	if w == nil || now.Sub(w.start) >= l.window {
+		if len(l.m) >= 10_000 {
+			for k, v := range l.m {
+				if now.Sub(v.start) >= l.window {
+					delete(l.m, k)
+				}
+			}
+			if len(l.m) >= 10_000 {
+				clear(l.m) // a flood of addresses: start over rather than grow
+			}
+		}
+		w = &rlWin{start: now}
+		l.m[key] = w
+	}
+	if w.count >= l.n {
+		return false, w.start.Add(l.window).Sub(now)
+	}
+	w.count++
+	return true, 0
+}

@@ -1,0 +1,265 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// Records in the rr_oauth_* buckets (the hub creates the buckets,
+// buckets.go). Keys:
+//
+//	rr_oauth_clients   c.<client id>           clientRec
+//	rr_oauth_flow      r.<request id>          pendingRec (a consent page's request)
+//	                   u.<hash(user code)>     request id
+//	                   z.<hash(code)>          codeRec
+//	                   l.<hash(login link)>    loginRec
+//	rr_oauth_grants    g.<grant id>            grantRec
+//	rr_oauth_tokens    a.<hash(access)>        accessRec
+//	                   f.<hash(refresh)>       refreshRec
+//	rr_oauth_approvers a.<approver id>         approverRec
+//	rr_oauth_sessions  s.<hash(session)>       sessionRec
+
+type clientRec struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	RedirectURIs []string  `json:"redirect_uris"`
+	CreatedAt    time.Time `json:"created_at"`
+	LastUsed     time.Time `json:"last_used,omitzero"`
+}
+
+// approval is who approved what, carried from the consent to the grant.
+type approval struct {
+	Project string `json:"project"`
+	Scope   string `json:"scope"`            // hubapi scope
+	Device  string `json:"device,omitempty"` // bound to this device
+	By      string `json:"by"`               // approver id or device id
+	Via     string `json:"via"`              // "approver" or "device"
+}
+
+// Pending request states.
+const (
+	statePending  = ""
+	stateApproved = "approved" // by a device; the browser's wait page collects the code
+	stateDenied   = "denied"
+	stateDone     = "done" // a code was issued (or the denial redirected): single use
+)
+
+type pendingRec struct {
+	ID           string    `json:"id"`
+	Client       string    `json:"client"`
+	ClientName   string    `json:"client_name"`
+	RedirectURI  string    `json:"redirect_uri"`
+	State        string    `json:"state,omitempty"`
+	Challenge    string    `json:"challenge"`
+	Resource     string    `json:"resource"`
+	Scope        string    `json:"scope"` // what the client asked for (hubapi scope)
+	BrowserHash  string    `json:"browser_hash"`
+	CSRF         string    `json:"csrf"`
+	UserCodeHash string    `json:"user_code_hash"`
+	Addr         string    `json:"addr,omitempty"`
+	UserAgent    string    `json:"user_agent,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	Decided      string    `json:"decided,omitempty"`
+	Approval     *approval `json:"approval,omitempty"`
+}
+
+type codeRec struct {
+	Client      string    `json:"client"`
+	ClientName  string    `json:"client_name"`
+	RedirectURI string    `json:"redirect_uri"`
+	Challenge   string    `json:"challenge"`
+	Resource    string    `json:"resource"`
+	Approval    approval  `json:"approval"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	Used        bool      `json:"used,omitempty"`
+	Grant       string    `json:"grant,omitempty"` // what the first exchange created: a replay revokes it
+}
+
+// maxLiveTokens bounds the access and refresh tokens kept per grant: an
+// older one is deleted when a newer one is issued.
+const maxLiveTokens = 8
+
+type grantRec struct {
+	ID          string    `json:"id"`
+	Client      string    `json:"client"`
+	ClientName  string    `json:"client_name"`
+	Project     string    `json:"project"`
+	Scope       string    `json:"scope"`
+	Device      string    `json:"device,omitempty"`
+	ApprovedBy  string    `json:"approved_by"`
+	ApprovedVia string    `json:"approved_via"`
+	Resource    string    `json:"resource"`
+	CreatedAt   time.Time `json:"created_at"`
+	LastUsed    time.Time `json:"last_used,omitzero"`
+	Revoked     bool      `json:"revoked,omitempty"`
+	RevokedAt   time.Time `json:"revoked_at,omitzero"`
+	RevokedWhy  string    `json:"revoked_why,omitempty"`
+	Access      []string  `json:"access,omitempty"`  // key suffixes of live access tokens, newest last
+	Refresh     []string  `json:"refresh,omitempty"` // same for refresh tokens
+}
+
+func (g *grantRec) view() hubapi.OAuthGrant {
+	return hubapi.OAuthGrant{ID: g.ID, ClientID: g.Client, ClientName: g.ClientName, Project: g.Project, Scope: g.Scope,
+		Device: g.Device, ApprovedBy: g.ApprovedBy, ApprovedVia: g.ApprovedVia, CreatedAt: g.CreatedAt, LastUsed: g.LastUsed,
+		Revoked: g.Revoked, RevokedAt: g.RevokedAt, RevokedWhy: g.RevokedWhy}
+}
+
+type accessRec struct {
+	Grant     string    `json:"grant"`
+	Scope     string    `json:"scope"`
+	Audience  string    `json:"aud"`
+	ExpiresAt time.Time `json:"exp"`
+}
+
+type refreshRec struct {
+	Grant     string    `json:"grant"`
+	Scope     string    `json:"scope"`
+	IssuedAt  time.Time `json:"issued_at"`
+	ExpiresAt time.Time `json:"exp"`
+	RotatedAt time.Time `json:"rotated_at,omitzero"`
+}
+
+type approverRec struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Projects  []string  `json:"projects"`
+	MaxScope  string    `json:"max_scope"`
+	CreatedAt time.Time `json:"created_at"`
+	Removed   bool      `json:"removed,omitempty"`
+}
+
+func (a *approverRec) view() hubapi.Approver {
+	return hubapi.Approver{ID: a.ID, Name: a.Name, Projects: a.Projects, MaxScope: a.MaxScope, CreatedAt: a.CreatedAt, Removed: a.Removed}
+}
+
+type loginRec struct {
+	Approver  string    `json:"approver"`
+	ExpiresAt time.Time `json:"exp"`
+}
+
+type sessionRec struct {
+	Approver  string    `json:"approver"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"exp"`
+}
+
+// kv returns the buckets; before the hub is ready it is an error.
+func (s *Server) kv() (hub.OAuthBuckets, error) {
+	b, err := s.hub.OAuthBuckets()
+	if err != nil {
+		return b, hub.Unavailable("open the OAuth store", err)
+	}
+	return b, nil
+}
+
+func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	var v T
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return nil, 0, fmt.Errorf("decode %s/%s: %w", kv.Bucket(), key, err)
+	}
+	return &v, e.Revision(), nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("oauth: marshal %T: %v", v, err)) // only our own plain structs
+	}
+	return b
+}
+
+func notFound(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+}
+
+func isRevMismatch(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+// errContention is a compare-and-set loop that lost every round.
+var errContention = errors.New("too much contention on one record")
+
+// update applies fn to key's record with compare-and-set, retrying on a
+// concurrent write. fn returning errSkip leaves the record as it is.
+func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(*T) error) (*T, error) {
+	for range 16 {
+		v, rev, err := getJSON[T](ctx, kv, key)
+		if err != nil {
+			return nil, err
+		}
+		if err := fn(v); err != nil {
+			if errors.Is(err, errSkip) {
+				return v, nil
+			}
+			return nil, err
+		}
+		if _, err := kv.Update(ctx, key, mustJSON(v), rev); err != nil {
+			if isRevMismatch(err) {
+				continue
+			}
+			return nil, err
+		}
+		return v, nil
+	}
+	return nil, errContention
+}
+
+var errSkip = errors.New("no change")
+
+// revokeGrant marks a grant revoked; every access token of it fails from
+// the next request on (verification reads the grant). A grant that does
+// not exist yet is created revoked: a code replay can race the first
+// exchange, which then fails to create it.
+func (s *Server) revokeGrant(ctx context.Context, id, why string) error {
+	b, err := s.kv()
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now().UTC()
+	g, err := update(ctx, b.Grants, "g."+id, func(g *grantRec) error {
+		if g.Revoked {
+			return errSkip
+		}
+		g.Revoked, g.RevokedAt, g.RevokedWhy = true, now, why
+		return nil
+	})
+	if notFound(err) {
+		_, err = b.Grants.Create(ctx, "g."+id, mustJSON(grantRec{ID: id, Revoked: true, RevokedAt: now, RevokedWhy: why, CreatedAt: now}))
+		if err != nil && !isKeyExists(err) {
+			return hub.Unavailable("revoke the grant", err)
+		}
+		if isKeyExists(err) { // created meanwhile: revoke that
+			return s.revokeGrant(ctx, id, why)
+		}
+		s.log.Info("oauth grant revoked before it existed", "grant", id, "why", why)
+		return nil
+	}
+	if err != nil {
+		return hub.Unavailable("revoke the grant", err)
+	}
+	// The token keys are only a cleanup: the grant's flag already refuses them.
+	for _, k := range g.Access {
+		_ = b.Tokens.Purge(ctx, "a."+k)
+	}
+	for _, k := range g.Refresh {
+		_ = b.Tokens.Purge(ctx, "f."+k)
+	}
+	s.log.Info("oauth grant revoked", "grant", id, "why", why)
+	s.m.revocations.Inc()
+	return nil
+}
+
+func isKeyExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }

@@ -1,0 +1,386 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// The token endpoint (authorization_code with PKCE, refresh_token with
+// rotation), revocation (RFC 7009) and access-token verification for the
+// MCP front.
+
+var verifierRe = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`) // RFC 7636 §4.1
+
+// serveToken answers POST /oauth/token.
+func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		s.writeOAuthErr(w, r, bad("invalid_request", "the body must be application/x-www-form-urlencoded"))
+		return
+	}
+	if a := r.Header.Get("Authorization"); a != "" && !strings.HasPrefix(strings.ToLower(a), "basic ") {
+		s.writeOAuthErr(w, r, bad("invalid_request", "send client_id in the body; this server has only public clients"))
+		return
+	}
+	f := r.PostForm
+	gt := f.Get("grant_type")
+	var resp *tokenResponse
+	var err error
+	switch gt {
+	case "authorization_code":
+		resp, err = s.exchangeCode(r.Context(), f.Get("client_id"), f.Get("code"), f.Get("redirect_uri"), f.Get("code_verifier"), f.Get("resource"))
+	case "refresh_token":
+		resp, err = s.refresh(r.Context(), f.Get("client_id"), f.Get("refresh_token"), f.Get("scope"), f.Get("resource"))
+	default:
+		gt = "other"
+		err = bad("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+	}
+	if err != nil {
+		outcome := "unavailable"
+		var oe *oauthErr
+		if errors.As(err, &oe) {
+			outcome = oe.code
+		}
+		s.m.tokens.WithLabelValues(gt, outcome).Inc()
+		s.writeOAuthErr(w, r, err)
+		return
+	}
+	s.m.tokens.WithLabelValues(gt, "ok").Inc()
+	w.Header().Set("Pragma", "no-cache")
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type tokenResponse struct {
+	AccessToken  string `json:"access_token"`
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int64  `json:"expires_in"`
+	RefreshToken string `json:"refresh_token"`
+	Scope        string `json:"scope"`
+}
+
+// exchangeCode redeems a code once. A replay revokes what the first
+// exchange issued (RFC 6749 §4.1.2); a wrong client or redirect leaves the
+// code for its rightful owner; a wrong verifier spends it.
+func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, verifier, resource string) (*tokenResponse, error) {
+	if !strings.HasPrefix(code, PrefixCode) || len(code) > 100 {
+		return nil, bad("invalid_grant", "the code is not valid")
+	}
+	b, err := s.kv()
+	if err != nil {
+		return nil, err
+	}
+	key := "z." + hashSecret("code", code)
+	for range 4 {
+		c, rev, err := getJSON[codeRec](ctx, b.Flow, key)
+		if notFound(err) {
+			return nil, bad("invalid_grant", "the code is unknown or expired")
+		}
+		if err != nil {
+			return nil, hub.Unavailable("read the code", err)
+		}
+		if c.Used {
+			if c.Grant != "" {
+				if err := s.revokeGrant(ctx, c.Grant, "authorization code replayed"); err != nil {
+					return nil, err
+				}
+			}
+			s.log.Warn("oauth code replayed; its grant is revoked", "client", c.Client, "grant", c.Grant)
+			return nil, bad("invalid_grant", "the code was already used; the tokens issued for it are revoked")
+		}
+		if s.cfg.Now().After(c.ExpiresAt) {
+			return nil, bad("invalid_grant", "the code expired; start the authorization again")
+		}
+		if clientID != c.Client {
+			return nil, bad("invalid_grant", "the code was issued to another client")
+		}
+		if redirect != c.RedirectURI {
+			return nil, bad("invalid_grant", "redirect_uri must be the one of the authorization request")
+		}
+		if resource != "" && !s.isResource(resource) {
+			return nil, bad("invalid_target", "this server issues tokens only for the resource %s", s.resource)
+		}
+		c.Used = true
+		ok := verifierRe.MatchString(verifier) && pkceS256(verifier) == c.Challenge
+		if ok {
+			c.Grant = newID("gr-")
+		}
+		if _, err := b.Flow.Update(ctx, key, mustJSON(c), rev); err != nil {
+			if isRevMismatch(err) {
+				continue // another exchange got there first: now a replay
+			}
+			return nil, hub.Unavailable("spend the code", err)
+		}
+		if !ok {
+			return nil, bad("invalid_grant", "code_verifier does not match the code_challenge (S256); the code is spent")
+		}
+		now := s.cfg.Now().UTC()
+		g := &grantRec{ID: c.Grant, Client: c.Client, ClientName: c.ClientName, Project: c.Approval.Project, Scope: c.Approval.Scope,
+			Device: c.Approval.Device, ApprovedBy: c.Approval.By, ApprovedVia: c.Approval.Via, Resource: c.Resource, CreatedAt: now, LastUsed: now}
+		resp, ah, rh, err := s.mint(ctx, g, g.Scope)
+		if err != nil {
+			return nil, err
+		}
+		g.Access, g.Refresh = []string{ah}, []string{rh}
+		if _, err := b.Grants.Create(ctx, "g."+g.ID, mustJSON(g)); err != nil {
+			if isKeyExists(err) { // a replay revoked it meanwhile
+				return nil, bad("invalid_grant", "the code was used twice; the tokens are revoked")
+			}
+			return nil, hub.Unavailable("store the grant", err)
+		}
+		s.log.Info("oauth grant created", "grant", g.ID, "client", g.Client, "project", g.Project, "scope", g.Scope, "via", g.ApprovedVia)
+		return resp, nil
+	}
+	return nil, bad("invalid_grant", "the code was used concurrently")
+}
+
+func pkceS256(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// mint stores a new access and refresh token for g with scope and returns
+// the response and the two key suffixes.
+func (s *Server) mint(ctx context.Context, g *grantRec, scope string) (*tokenResponse, string, string, error) {
+	b, err := s.kv()
+	if err != nil {
+		return nil, "", "", err
+	}
+	now := s.cfg.Now().UTC()
+	at, rt := newSecret(PrefixAccess), newSecret(PrefixRefresh)
+	ah, rh := hashSecret("access", at), hashSecret("refresh", rt)
+	if _, err := b.Tokens.Create(ctx, "a."+ah, mustJSON(accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)})); err != nil {
+		return nil, "", "", hub.Unavailable("store the token", err)
+	}
+	if _, err := b.Tokens.Create(ctx, "f."+rh, mustJSON(refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)})); err != nil {
+		return nil, "", "", hub.Unavailable("store the token", err)
+	}
+	return &tokenResponse{AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.cfg.AccessTTL / time.Second),
+		RefreshToken: rt, Scope: mcpScopes(scope)}, ah, rh, nil
+}
+
+// refresh rotates a refresh token: the old one works again only within
+// the grace (clients race their own refreshes); a reuse after it revokes
+// the grant. The scope may narrow, never widen.
+func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resource string) (*tokenResponse, error) {
+	if !strings.HasPrefix(token, PrefixRefresh) || len(token) > 100 {
+		return nil, bad("invalid_grant", "the refresh token is not valid")
+	}
+	if resource != "" && !s.isResource(resource) {
+		return nil, bad("invalid_target", "this server issues tokens only for the resource %s", s.resource)
+	}
+	b, err := s.kv()
+	if err != nil {
+		return nil, err
+	}
+	key := "f." + hashSecret("refresh", token)
+	now := s.cfg.Now().UTC()
+	// Every check comes before the rotation: a refused request (another
+	// client, a wider scope) must not spend the token.
+	rec, rev, err := getJSON[refreshRec](ctx, b.Tokens, key)
+	if notFound(err) {
+		return nil, bad("invalid_grant", "the refresh token is unknown, expired or revoked")
+	}
+	if err != nil {
+		return nil, hub.Unavailable("read the refresh token", err)
+	}
+	if now.After(rec.ExpiresAt) {
+		return nil, bad("invalid_grant", "the refresh token expired; authorize again")
+	}
+	g, _, err := getJSON[grantRec](ctx, b.Grants, "g."+rec.Grant)
+	if notFound(err) {
+		return nil, bad("invalid_grant", "the grant of this refresh token is gone")
+	}
+	if err != nil {
+		return nil, hub.Unavailable("read the grant", err)
+	}
+	if g.Revoked {
+		return nil, bad("invalid_grant", "the grant was revoked; authorize again")
+	}
+	if clientID != g.Client {
+		return nil, bad("invalid_grant", "the refresh token was issued to another client")
+	}
+	scope := g.Scope
+	if scopeParam != "" {
+		want, err := parseScope(scopeParam)
+		if err != nil {
+			return nil, err
+		}
+		if want == hubapi.ScopeWrite && g.Scope != hubapi.ScopeWrite {
+			return nil, bad("invalid_scope", "the grant is read-only: a refresh cannot widen it; authorize again and choose read and propose")
+		}
+		scope = want
+	}
+	if g.Device != "" {
+		if err := s.hub.DeviceActive(ctx, g.Device, g.Project); errors.Is(err, hub.ErrDeviceGone) {
+			return nil, bad("invalid_grant", "the device that approved this grant was revoked or left the project")
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	// Rotate: the first use marks the token; a use of a marked token is a
+	// reuse, fine within the grace, a theft signal after it.
+	for rec.RotatedAt.IsZero() {
+		rec.RotatedAt = now
+		_, err := b.Tokens.Update(ctx, key, mustJSON(rec), rev)
+		if err == nil {
+			rec.RotatedAt = time.Time{} // this call rotated it
+			break
+		}
+		if !isRevMismatch(err) {
+			return nil, hub.Unavailable("rotate the refresh token", err)
+		}
+		if rec, rev, err = getJSON[refreshRec](ctx, b.Tokens, key); err != nil { // rotated concurrently
+			return nil, bad("invalid_grant", "the refresh token is unknown, expired or revoked")
+		}
+	}
+	if !rec.RotatedAt.IsZero() && now.Sub(rec.RotatedAt) > s.cfg.RefreshGrace {
+		if err := s.revokeGrant(ctx, g.ID, "refresh token reused after rotation"); err != nil {
+			return nil, err
+		}
+		s.log.Warn("oauth refresh token reused after its grace; grant revoked", "grant", g.ID, "client", g.Client)
+		return nil, bad("invalid_grant", "the refresh token was already used; the grant is revoked, authorize again")
+	}
+	resp, ah, rh, err := s.mint(ctx, g, scope)
+	if err != nil {
+		return nil, err
+	}
+	var evicted []string
+	if _, err := update(ctx, b.Grants, "g."+g.ID, func(g *grantRec) error {
+		if g.Revoked {
+			return bad("invalid_grant", "the grant was revoked; authorize again")
+		}
+		g.LastUsed = now
+		var ea, ef []string
+		g.Access, ea = keepNewest(append(g.Access, ah))
+		g.Refresh, ef = keepNewest(append(g.Refresh, rh))
+		evicted = append(prefixAll("a.", ea), prefixAll("f.", ef)...)
+		return nil
+	}); err != nil {
+		var oe *oauthErr
+		if errors.As(err, &oe) {
+			return nil, oe
+		}
+		return nil, hub.Unavailable("record the refresh", err)
+	}
+	for _, k := range evicted {
+		_ = b.Tokens.Purge(context.WithoutCancel(ctx), k)
+	}
+	return resp, nil
+}
+
+// keepNewest keeps the last maxLiveTokens entries and returns the rest.
+func keepNewest(list []string) (kept, evicted []string) {
+	if len(list) <= maxLiveTokens {
+		return list, nil
+	}
+	n := len(list) - maxLiveTokens
+	return slices.Clone(list[n:]), slices.Clone(list[:n])
+}
+
+func prefixAll(p string, l []string) []string {
+	out := make([]string, len(l))
+	for i, k := range l {
+		out[i] = p + k
+	}
+	return out
+}
+
+// serveRevoke answers RFC 7009 revocation: a refresh token revokes its
+// grant, an access token itself. Always 200, also for an unknown token.
+func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	if err := r.ParseForm(); err != nil {
+		s.writeOAuthErr(w, r, bad("invalid_request", "the body must be application/x-www-form-urlencoded"))
+		return
+	}
+	tok := r.PostForm.Get("token")
+	b, err := s.kv()
+	if err != nil {
+		s.writeOAuthErr(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	switch {
+	case strings.HasPrefix(tok, PrefixRefresh) && len(tok) < 100:
+		rec, _, err := getJSON[refreshRec](ctx, b.Tokens, "f."+hashSecret("refresh", tok))
+		if err == nil {
+			err = s.revokeGrant(ctx, rec.Grant, "revoked by the client (RFC 7009)")
+		} else if notFound(err) {
+			err = nil
+		}
+		if err != nil {
+			s.writeOAuthErr(w, r, err)
+			return
+		}
+	case strings.HasPrefix(tok, PrefixAccess) && len(tok) < 100:
+		if err := b.Tokens.Purge(ctx, "a."+hashSecret("access", tok)); err != nil && !notFound(err) {
+			s.writeOAuthErr(w, r, hub.Unavailable("revoke the token", err))
+			return
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}
+
+// VerifyAccess returns who an access token speaks for, or
+// hub.ErrBadClientToken (unknown, expired, for another resource, its
+// grant revoked, or its device revoked). Two reads, like a client token:
+// the token, then its grant.
+func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, error) {
+	if !strings.HasPrefix(tok, PrefixAccess) || len(tok) > 100 {
+		return nil, hub.ErrBadClientToken
+	}
+	b, err := s.kv()
+	if err != nil {
+		return nil, err
+	}
+	a, _, err := getJSON[accessRec](ctx, b.Tokens, "a."+hashSecret("access", tok))
+	if notFound(err) {
+		return nil, hub.ErrBadClientToken
+	}
+	if err != nil {
+		return nil, hub.Unavailable("check the token", err)
+	}
+	if s.cfg.Now().After(a.ExpiresAt) || subtle.ConstantTimeCompare([]byte(a.Audience), []byte(s.resource)) != 1 {
+		return nil, hub.ErrBadClientToken
+	}
+	g, _, err := getJSON[grantRec](ctx, b.Grants, "g."+a.Grant)
+	if notFound(err) {
+		return nil, hub.ErrBadClientToken
+	}
+	if err != nil {
+		return nil, hub.Unavailable("check the token", err)
+	}
+	if g.Revoked {
+		return nil, hub.ErrBadClientToken
+	}
+	if g.Device != "" {
+		if err := s.hub.DeviceActive(ctx, g.Device, g.Project); errors.Is(err, hub.ErrDeviceGone) {
+			return nil, hub.ErrBadClientToken
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return &hub.Client{TokenID: g.ID, Name: g.ClientName, Project: g.Project, Scope: a.Scope, OAuth: true, Device: g.Device}, nil
+}

@@ -234,7 +234,7 @@ func (ps *parser) line(n int, text string) error {
 		}
 		ceiling, ok := boundCeiling[args[0]]
 		if !ok {
-			return fail("unknown bound %s (known: %s, %s, %s)", quote(args[0]), BoundListLimit, BoundSnippetFiles, BoundSnippetBytes)
+			return fail("unknown bound %s (known: %s, %s, %s, %s, %s)", quote(args[0]), BoundListLimit, BoundSnippetFiles, BoundSnippetBytes, BoundPendingRoom, BoundPendingProject)
 		}
 		if _, dup := pr.max[args[0]]; dup {
 			return fail("%s given twice in project %s", args[0], quote(ps.name))

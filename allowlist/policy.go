@@ -63,6 +63,12 @@
 //     relay.MaxSnippetFiles files) and propose_room_snippet_app.bytes (at most
 //     relay.MaxSnippetTotalBytes bytes of content). May repeat for different
 //     bounds, and may name a command the project does not (yet) allow.
+//     Two bounds are not arguments but what callers may leave waiting for
+//     the owner's review: pending.room (proposals pending in one room,
+//     default DefaultPendingPerRoom) and pending.project (in the project,
+//     default DefaultPendingPerProject), each 1 to MaxPending; the owner may
+//     raise these above their defaults. A proposal beyond either is refused
+//     with rate_limited, naming how many already wait.
 //
 // IDs (projects and rooms) are 1–128 characters from A–Z a–z 0–9 . _ : @ -,
 // starting with a letter or digit.
@@ -99,12 +105,26 @@ const (
 	BoundListLimit    = relay.CmdListRoomApps + ".limit"
 	BoundSnippetFiles = relay.CmdProposeRoomSnippetApp + ".files"
 	BoundSnippetBytes = relay.CmdProposeRoomSnippetApp + ".bytes"
+	// What callers may leave pending for review, per room and per project.
+	BoundPendingRoom    = "pending.room"
+	BoundPendingProject = "pending.project"
+)
+
+// The pending bounds' defaults and ceiling. A default project (64 KiB
+// snippets) then holds at most ~3 MiB of proposals nobody reviewed yet, and
+// a review queue a person can still read.
+const (
+	DefaultPendingPerRoom    = 10
+	DefaultPendingPerProject = 50
+	MaxPending               = 1000
 )
 
 var boundCeiling = map[string]int{
-	BoundListLimit:    50,
-	BoundSnippetFiles: relay.MaxSnippetFiles,
-	BoundSnippetBytes: relay.MaxSnippetTotalBytes,
+	BoundListLimit:      50,
+	BoundSnippetFiles:   relay.MaxSnippetFiles,
+	BoundSnippetBytes:   relay.MaxSnippetTotalBytes,
+	BoundPendingRoom:    MaxPending,
+	BoundPendingProject: MaxPending,
 }
 
 // Rate is a token bucket: Events per Per on average, Burst at once.
@@ -263,6 +283,20 @@ func (p *Policy) Max(project, bound string) (int, bool) {
 	}
 	n, ok := pr.max[bound]
 	return n, ok
+}
+
+// Pending returns how many proposals callers may leave pending for review
+// in one room of project and in the whole project: the policy's
+// pending.room and pending.project bounds, else the defaults.
+func (p *Policy) Pending(project string) (perRoom, perProject int) {
+	perRoom, perProject = DefaultPendingPerRoom, DefaultPendingPerProject
+	if n, ok := p.Max(project, BoundPendingRoom); ok {
+		perRoom = n
+	}
+	if n, ok := p.Max(project, BoundPendingProject); ok {
+		perProject = n
+	}
+	return perRoom, perProject
 }
 
 // Enable allows project with these commands in these rooms. A nil or empty

@@ -150,7 +150,7 @@ func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"ApplyEnable", "Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "SetProject", "Summary"} // Provider reads
+	want := []string{"ApplyEnable", "Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Pending", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "SetProject", "Summary"} // Provider, Pending read
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}
@@ -375,5 +375,30 @@ func TestProvider(t *testing.T) {
 	q, err := Parse(p.Marshal())
 	if err != nil || q.Provider() != ProviderApp {
 		t.Errorf("after Enable and a round trip: provider %q, err %v\n%s", q.Provider(), err, p.Marshal())
+	}
+}
+
+// TestPendingBounds: the pending bounds default, can be raised up to
+// MaxPending and lowered, and survive Marshal.
+func TestPendingBounds(t *testing.T) {
+	p, err := Parse([]byte("project a\n enabled yes\nproject b\n enabled yes\n max pending.room 3\n max pending.project 500\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, pr := p.Pending("a"); r != DefaultPendingPerRoom || pr != DefaultPendingPerProject {
+		t.Errorf("defaults: %d %d", r, pr)
+	}
+	if r, pr := p.Pending("b"); r != 3 || pr != 500 {
+		t.Errorf("set: %d %d", r, pr)
+	}
+	q, err := Parse(p.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, pr := q.Pending("b"); r != 3 || pr != 500 {
+		t.Errorf("after Marshal: %d %d", r, pr)
+	}
+	if _, err := Parse([]byte("project a\n enabled yes\n max pending.room 1001\n")); err == nil || !strings.Contains(err.Error(), "from 1 to 1000") {
+		t.Errorf("above MaxPending: %v", err)
 	}
 }

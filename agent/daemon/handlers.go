@@ -140,6 +140,9 @@ type ProposalResult struct {
 }
 
 func (d *Daemon) propose(ctx context.Context, np rooms.NewProposal) (any, error) {
+	// What callers may leave waiting for the owner is bounded (#24): the
+	// store refuses a proposal beyond the policy's pending bounds.
+	np.MaxPendingInRoom, np.MaxPendingInProject = d.policy.Load().Pending(np.ProjectID)
 	p, dup, err := d.store.CreateProposal(ctx, np)
 	if err != nil {
 		return nil, err

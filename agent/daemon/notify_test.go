@@ -129,6 +129,14 @@ func TestProposalNotifiesOnce(t *testing.T) {
 func TestSlowNotifierDoesNotHoldTheCommand(t *testing.T) {
 	dir := t.TempDir()
 	calls := make(chan struct{}, 64)
+	// More proposals than the queue holds, in one room: above the default
+	// pending bound.
+	if err := os.MkdirAll(filepath.Join(dir, "c"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "c", PolicyFile), []byte("project p1\n enabled yes\n max pending.room 100\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
 		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t",
 		Notifier: notify.Func(func(ctx context.Context, n notify.Note) error { calls <- struct{}{}; <-ctx.Done(); return ctx.Err() })})

@@ -53,6 +53,12 @@ type NewProposal struct {
 	// ContentHash is what the owner's approval binds to. Leave it empty to
 	// have it derived (ProposalContentHash); if set it must equal that.
 	ContentHash string
+	// MaxPendingInRoom and MaxPendingInProject bound the proposals left
+	// pending in the Room and in its project (0: no bound); a new proposal
+	// beyond either is refused with rate_limited. A retry of a stored
+	// proposal is not new and is answered as before.
+	MaxPendingInRoom    int
+	MaxPendingInProject int
 }
 
 // Proposal is a stored proposal without its files.
@@ -220,6 +226,9 @@ func (s *Store) CreateProposal(ctx context.Context, np NewProposal) (Proposal, b
 		return p, true, nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return Proposal{}, false, fmt.Errorf("rooms: create proposal: %w", err)
+	}
+	if err := checkPendingBounds(ctx, tx, np); err != nil {
+		return Proposal{}, false, err
 	}
 	id := newID("prop_")
 	if _, err := tx.ExecContext(ctx, `

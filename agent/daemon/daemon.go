@@ -68,6 +68,9 @@ type Config struct {
 	// Tick is how often the policy file and review decisions are checked
 	// where no change notification exists (default 1 s; Linux uses inotify).
 	Tick time.Duration
+	// pollOnly makes housekeep poll every Tick even where inotify exists:
+	// tests run macOS's and Windows' path on Linux with it.
+	pollOnly bool
 	// Agent lets tests adjust the agent's settings (clock, backoff).
 	Agent func(*agent.Config)
 	// Notifier tells the desktop user a proposal waits for review (unless
@@ -93,11 +96,12 @@ type Daemon struct {
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
 	policyStamp fileStamp
 
-	decideMu   sync.Mutex          // one publisher of review decisions at a time; guards storeStamp, lastQuery, smoking
-	smokeCh    chan rooms.Proposal // approved snippets for the smoker (Run)
-	smoking    map[string]bool     // proposal ids handed to the smoker, not yet announced
-	storeStamp [2]fileStamp
-	lastQuery  time.Time
+	decideMu     sync.Mutex          // one publisher of review decisions at a time; guards storeVersion, haveVersion, lastQuery, smoking
+	smokeCh      chan rooms.Proposal // approved snippets for the smoker (Run)
+	smoking      map[string]bool     // proposal ids handed to the smoker, not yet announced
+	storeVersion int64               // the store's commit counter at the last look
+	haveVersion  bool
+	lastQuery    time.Time
 
 	dirMu   sync.Mutex
 	lastDir []relay.RoomEntry // the directory last queued for the hub; nil: unknown, or a hello went out since
@@ -245,6 +249,10 @@ func (d *Daemon) housekeep(ctx context.Context) {
 	every := d.cfg.Tick
 	var changes <-chan struct{} // nil: only the ticker
 	w, err := newChangeWatcher(d.cfg.ConfigDir, d.cfg.DataDir)
+	if err == nil && d.cfg.pollOnly {
+		w.Close()
+		err = errors.New("polling asked for (pollOnly)")
+	}
 	if err != nil {
 		d.log.Debug("polling for policy and review changes", "every", every, "reason", err)
 	} else {
@@ -295,8 +303,8 @@ var settleSteps = []time.Duration{5 * time.Millisecond, 25 * time.Millisecond, 1
 
 // Poke reloads the policy if its file changed and publishes pending review
 // decisions now, instead of at the next change event or tick. An idle poll
-// tick (systems without inotify) costs three stat calls: no file is read and
-// no SQL runs.
+// tick (systems without inotify) costs a stat of the policy file and a read
+// of SQLite's commit counter (shared memory): no file is read and no query runs.
 func (d *Daemon) Poke(ctx context.Context) { d.poke(ctx, true) }
 
 // poke is Poke; without force the store is queried only if its files changed.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
@@ -268,20 +267,21 @@ func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID 
 	return res, summary, nil
 }
 
-// storeChanged reports whether the rooms database (or its WAL, where other
-// processes' commits land first) changed since the last look.
-func (d *Daemon) storeChanged() bool {
-	db := filepath.Join(d.cfg.DataDir, RoomsDB)
-	var now [2]fileStamp
-	for i, p := range []string{db, db + "-wal"} {
-		st, err := statStamp(p)
-		if err != nil {
-			return true
-		}
-		now[i] = st
+// storeChanged reports whether anyone committed to the rooms database since
+// the last look. It asks SQLite's commit counter, not the files' stamps: a
+// stat can land after a commit's WAL frames are written but before SQLite
+// publishes the commit (it fsyncs in between), so the query after it missed
+// the commit and every later stat saw the same stamp; the decision then
+// waited for decisionRecheck (TestPollSeesEveryCommit). Called with
+// decideMu held.
+func (d *Daemon) storeChanged(ctx context.Context) bool {
+	v, err := d.store.CommitCounter(ctx)
+	if err != nil {
+		d.haveVersion = false
+		return true
 	}
-	changed := now != d.storeStamp
-	d.storeStamp = now
+	changed := !d.haveVersion || v != d.storeVersion
+	d.storeVersion, d.haveVersion = v, true
 	return changed
 }
 
@@ -292,7 +292,7 @@ func (d *Daemon) storeChanged() bool {
 func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 	d.decideMu.Lock()
 	defer d.decideMu.Unlock()
-	if !d.storeChanged() && !force && time.Since(d.lastQuery) < decisionRecheck {
+	if !d.storeChanged(ctx) && !force && time.Since(d.lastQuery) < decisionRecheck {
 		return
 	}
 	d.lastQuery = time.Now()

@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
@@ -97,6 +98,9 @@ type Store struct {
 	// The read tools' statements, prepared once (parsing them was about a
 	// tenth of a read's CPU).
 	stReadRoom, stRoomExists, stListApps, stAppStatus *sql.Stmt
+
+	dvMu sync.Mutex
+	dv   *sql.Conn // the connection CommitCounter asks; nil until first asked
 }
 
 var (
@@ -149,8 +153,40 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	return s, nil
 }
 
+// CommitCounter returns SQLite's data_version as one connection of this
+// store sees it: it changes after any other connection (in this process or
+// another) committed, and only once that commit is visible to readers, so a
+// query made after it changed sees the commit. Reading it costs no query: in
+// WAL mode SQLite reads it from the shared-memory index. Watchers of the file
+// itself (size, mtime of the WAL) can see a commit's frames before it is
+// published; this cannot.
+func (s *Store) CommitCounter(ctx context.Context) (int64, error) {
+	s.dvMu.Lock()
+	defer s.dvMu.Unlock()
+	if s.dv == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("rooms: commit counter: %w", err)
+		}
+		s.dv = c
+	}
+	var v int64
+	if err := s.dv.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		s.dv.Close() // a fresh connection next time; its counter starts anew
+		s.dv = nil
+		return 0, fmt.Errorf("rooms: commit counter: %w", err)
+	}
+	return v, nil
+}
+
 // Close closes the database.
 func (s *Store) Close() error {
+	s.dvMu.Lock()
+	if s.dv != nil {
+		s.dv.Close()
+		s.dv = nil
+	}
+	s.dvMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("rooms: close: %w", err)
 	}

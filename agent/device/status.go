@@ -3,13 +3,13 @@ package device
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
+	"github.com/roomrelay/roomrelay/internal/ownerfile"
+	"github.com/roomrelay/roomrelay/internal/proc"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -105,7 +105,7 @@ func diagnose(p Paths) (Report, Verdict) {
 	r := Report{Hub: cfg.Hub, DeviceID: cfg.DeviceID, Projects: cfg.Projects}
 	switch cfg.CredentialStore {
 	case credstore.KindFile:
-		r.CredentialStore = "file " + p.Config + "/" + credstore.FileName + " (0600, chosen explicitly)"
+		r.CredentialStore = "file " + p.Config + "/" + credstore.FileName + " (" + ownerfile.Describe() + ", chosen explicitly)"
 	default:
 		r.CredentialStore = "OS keyring"
 	}
@@ -114,7 +114,7 @@ func diagnose(p Paths) (Report, Verdict) {
 	if err == nil && aboutAnother(st, cfg) {
 		err = fs.ErrNotExist // none of it is about this enrollment
 	}
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !processAlive(st.PID)) || (err == nil && st.State == agent.StateStopped) {
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !proc.Alive(st.PID)) || (err == nil && st.State == agent.StateStopped) {
 		r.State = "not_running"
 		r.Problem = "the agent is not running"
 		r.Fix = "start it: `roomrelay run`, or `roomrelay install` to run it as a service"
@@ -164,7 +164,7 @@ func diagnose(p Paths) (Report, Verdict) {
 // earlier identity, a dead pid, or a clean stop).
 func RunningAgent(p Paths, cfg *Config) (agent.Status, bool) {
 	st, err := agent.ReadStatusFile(p.State)
-	if err != nil || aboutAnother(st, cfg) || !processAlive(st.PID) || st.State == agent.StateStopped {
+	if err != nil || aboutAnother(st, cfg) || !proc.Alive(st.PID) || st.State == agent.StateStopped {
 		return st, false
 	}
 	return st, true
@@ -174,19 +174,4 @@ func RunningAgent(p Paths, cfg *Config) (agent.Status, bool) {
 // enrolled before this one.
 func aboutAnother(st agent.Status, cfg *Config) bool {
 	return st.DeviceID != cfg.DeviceID || st.UpdatedAt.Before(cfg.EnrolledAt)
-}
-
-// processAlive reports whether pid names a running process.
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	// Signal 0 checks existence without delivering anything (Unix); on
-	// Windows FindProcess already failed for a dead pid.
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, os.ErrPermission)
 }

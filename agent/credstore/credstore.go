@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/roomrelay/roomrelay/internal/ownerfile"
 	"github.com/zalando/go-keyring"
 )
 
@@ -138,15 +139,16 @@ func (k *keyringStore) Delete(ctx context.Context, account string) error {
 	return nil
 }
 
-// fileStore keeps secrets in one JSON object in a 0600 file. It refuses to
-// read a file others can read, rather than silently using a leaked secret.
+// fileStore keeps secrets in one JSON object in a file only its owner can
+// read (mode 0600; an owner-only ACL on Windows). It refuses to read a file
+// others can read, rather than silently using a leaked secret.
 type fileStore struct {
 	mu   sync.Mutex
 	path string
 }
 
 func (*fileStore) Kind() Kind      { return KindFile }
-func (f *fileStore) Where() string { return "file " + f.path + " (mode 0600)" }
+func (f *fileStore) Where() string { return "file " + f.path + " (" + ownerfile.Describe() + ")" }
 
 func (f *fileStore) load() (map[string]string, error) {
 	b, err := os.ReadFile(f.path)
@@ -156,12 +158,12 @@ func (f *fileStore) load() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read credential file: %w", err)
 	}
-	st, err := os.Stat(f.path)
-	if err != nil {
-		return nil, fmt.Errorf("stat credential file: %w", err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("credential file %s has mode %04o: others can read it; fix with chmod 600 and consider rotating the token", f.path, st.Mode().Perm())
+	if err := ownerfile.Check(f.path); err != nil {
+		var shared *ownerfile.SharedError
+		if errors.As(err, &shared) {
+			return nil, fmt.Errorf("credential file %s: others can read it (%s); %s and consider rotating the token", f.path, shared.Who, ownerfile.Fix(f.path))
+		}
+		return nil, fmt.Errorf("credential file: %w", err)
 	}
 	m := map[string]string{}
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -183,9 +185,9 @@ func (f *fileStore) save(m map[string]string) error {
 		return fmt.Errorf("write credential file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
+	if err := ownerfile.Protect(tmp); err != nil { // before the secret is in it
 		tmp.Close()
-		return fmt.Errorf("chmod credential file: %w", err)
+		return fmt.Errorf("credential file: %w", err)
 	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/roomrelay/roomrelay/internal/ownerfile"
+	"github.com/roomrelay/roomrelay/internal/ownerfile/ownerfiletest"
 )
 
 // exercise runs the store contract: store, read, rotate, delete.
@@ -49,12 +52,9 @@ func TestFileStore(t *testing.T) {
 	if err := s.Set(context.Background(), "dev_keep", "secret"); err != nil {
 		t.Fatal(err)
 	}
-	st, err := os.Stat(filepath.Join(dir, FileName))
-	if err != nil {
+	// Only its owner can read it: mode 0600, an owner-only ACL on Windows.
+	if err := ownerfile.Check(filepath.Join(dir, FileName)); err != nil {
 		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o600 {
-		t.Fatalf("credential file mode %04o, want 0600", st.Mode().Perm())
 	}
 	if !strings.Contains(s.Where(), FileName) {
 		t.Fatalf("Where() = %q does not name the file", s.Where())
@@ -67,12 +67,15 @@ func TestFileStoreRefusesReadableFile(t *testing.T) {
 	if err := s.Set(context.Background(), "dev", "secret"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Join(dir, FileName), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ownerfiletest.Expose(t, filepath.Join(dir, FileName))
 	_, err := s.Get(context.Background(), "dev")
-	if err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if err == nil || !strings.Contains(err.Error(), "others can read it") || !strings.Contains(err.Error(), ownerfile.Fix(filepath.Join(dir, FileName))) {
 		t.Fatalf("readable file accepted or unclear error: %v", err)
+	}
+	// Set rewrites it protected again only after the owner fixed it: a
+	// write never launders a file others could read.
+	if err := s.Set(context.Background(), "dev2", "x"); err == nil {
+		t.Fatal("Set on a file others can read succeeded")
 	}
 }
 

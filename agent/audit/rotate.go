@@ -42,12 +42,8 @@ func writeManifest(dir string, m manifest) error {
 		return fmt.Errorf("audit: encode manifest: %w", err)
 	}
 	tmp := filepath.Join(dir, manifestTemp)
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := writeSynced(tmp, append(b, '\n')); err != nil {
 		return fmt.Errorf("audit: write manifest: %w", err)
-	}
-	if f, err := os.Open(tmp); err == nil {
-		f.Sync()
-		f.Close()
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
 		return fmt.Errorf("audit: write manifest: %w", err)
@@ -55,16 +51,22 @@ func writeManifest(dir string, m manifest) error {
 	return syncDir(dir)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// writeSynced writes a new file and syncs it through the handle that wrote
+// it (a sync needs a handle with write access on Windows).
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("audit: sync %s: %w", dir, err)
+		return err
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("audit: sync %s: %w", dir, err)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
 	}
-	return nil
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 type rotated struct {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,11 +316,16 @@ func runResult(t testing.TB, done <-chan struct{}, err func() error) error {
 // eventually is testutil.Eventually: one way to wait in every test package.
 var eventually = testutil.Eventually
 
+// fileMode is path's permission bits; 0600 on Windows, which has none (Go
+// says 0666 for every writable file): there the folder's ACL decides.
 func fileMode(t testing.TB, path string) os.FileMode {
 	t.Helper()
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if runtime.GOOS == "windows" {
+		return 0o600
 	}
 	return st.Mode().Perm()
 }

@@ -314,12 +314,13 @@ func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 				case d.smokeCh <- p:
 					d.smoking[p.ID] = true
 				default: // the smoker is busy: the next look hands it over
+					d.haveVersion = false
 				}
 			}
 			continue
 		}
 		if !d.announceDecision(ctx, p) {
-			return
+			return // announceDecision made the next look query again
 		}
 	}
 }
@@ -353,6 +354,7 @@ func (d *Daemon) announceDecision(ctx context.Context, p rooms.Proposal) bool {
 		State: p.State, InstanceID: p.InstanceID, DecidedAt: p.DecidedAt})
 	if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventProposalDecided, Time: time.Now().UTC(), Data: data}); err != nil {
 		d.log.Warn("proposal_decided event not queued; will retry", "proposal", p.ID, "err", err)
+		d.haveVersion = false // the next look queries again, though nothing was committed
 		return false
 	}
 	// The outbox persisted the event; mark it so it is queued once.

@@ -108,7 +108,7 @@ approves, and only the content shown. Without --hash and without a terminal
 func setupReview(fs *flag.FlagSet, e *Env) Runner {
 	open := reviewStoreFlags(fs, e)
 	web := fs.Bool("web", false, "serve the review page on 127.0.0.1 (random port) until interrupted")
-	openPage := fs.Bool("open", false, "with --web: open the page in the default browser")
+	openPage := fs.Bool("open", false, "with --web: open the page in the default browser (through a 0600 launch page: the token never reaches a command line)")
 	rf := reviewRuntimeFlags(fs, e)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {

@@ -4,9 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"html"
 	"io"
+	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/review"
@@ -28,13 +34,28 @@ func reviewRuntimeFlags(fs *flag.FlagSet, e *Env) runtimeFlags {
 func reviewWeb(ctx context.Context, e *Env, s *rooms.Store, open bool, rf runtimeFlags) error {
 	checker, closeChecker := reviewChecker(e, rf)
 	defer closeChecker()
-	srv, err := review.Listen(s, e.Logger, review.WithChecker(checker, 0))
+	// --open never puts the token on a command line: argv is world-readable
+	// (/proc/PID/cmdline), so any local user could exchange it first and
+	// take the session. The opener gets a file of the owner's instead.
+	var launch *launchPage
+	opts := []review.Option{review.WithChecker(checker, 0)}
+	if open {
+		launch = &launchPage{}
+		opts = append(opts, review.WithSessionStarted(launch.remove))
+		defer launch.remove()
+	}
+	srv, err := review.Listen(s, e.Logger, opts...)
 	if err != nil {
 		return exitErr(ExitUnavailable, err)
 	}
 	fmt.Fprintf(e.Stdout, "Review page (this device only; the address holds a one-time token):\n\n  %s\n\nPress Ctrl-C to stop.\n", srv.URL())
 	if open {
-		if err := openBrowser(ctx, srv.URL()); err != nil {
+		err := launch.write(srv.URL())
+		if err == nil {
+			err = openBrowser(ctx, launch.url())
+		}
+		if err != nil {
+			launch.remove()
 			fmt.Fprintf(e.Stderr, "could not open a browser (%v); open the address above yourself\n", err)
 		}
 	}
@@ -69,16 +90,69 @@ func (c failingChecker) Check(context.Context, map[string]string) (string, bool,
 	return "", false, c.err
 }
 
+// launchPage is how `review --web --open` hands the tokened address to the
+// browser without a command line or an environment holding it: a page in a
+// fresh 0700 directory, itself 0600, that redirects (meta refresh) to the
+// address. The opener and the browser get only the file's path; another
+// local user can read neither the directory nor the file. The file goes as
+// soon as the token was exchanged (it is spent then anyway), or when the
+// command ends. A one-time nonce on the command line instead would need a
+// second secret to be useless alone, which the browser does not have yet.
+// A browser that cannot read the file (a confined one) leaves the printed
+// address, which only the owner's terminal shows.
+type launchPage struct {
+	mu  sync.Mutex
+	dir string
+}
+
+func (l *launchPage) write(target string) error {
+	dir, err := os.MkdirTemp("", "roomrelay-review-")
+	if err != nil {
+		return fmt.Errorf("launch page: %w", err)
+	}
+	l.mu.Lock()
+	l.dir = dir
+	l.mu.Unlock()
+	page := `<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">` +
+		`<meta http-equiv="refresh" content="0;url=` + html.EscapeString(target) + `">` +
+		`<title>roomrelay review</title><p>Opening the review page…</p>`
+	if err := os.WriteFile(filepath.Join(dir, "open.html"), []byte(page), 0o600); err != nil {
+		return fmt.Errorf("launch page: %w", err)
+	}
+	return nil
+}
+
+// url is the file's address, which holds no secret.
+func (l *launchPage) url() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := filepath.ToSlash(filepath.Join(l.dir, "open.html"))
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // C:/… on Windows
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
+}
+
+// remove deletes the page and its directory (idempotent).
+func (l *launchPage) remove() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dir != "" {
+		os.RemoveAll(l.dir)
+		l.dir = ""
+	}
+}
+
 // openBrowser hands url to the desktop's opener, which returns once the
 // browser has it.
-func openBrowser(ctx context.Context, url string) error {
+func openBrowser(ctx context.Context, target string) error {
 	name := "xdg-open"
 	if runtime.GOOS == "darwin" {
 		name = "open"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, url)
+	cmd := exec.CommandContext(ctx, name, target)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)

@@ -35,6 +35,12 @@ func WithChecker(c Checker, timeout time.Duration) Option {
 	}
 }
 
+// WithSessionStarted calls f once the URL's token was exchanged for the
+// session, e.g. to remove a launch file that held the token.
+func WithSessionStarted(f func()) Option {
+	return func(h *Handler) { h.onSession = f }
+}
+
 // DefaultCheckTimeout bounds one check: a worker start, the React runtime
 // load and the smoke-run's own limit, with room to spare.
 const DefaultCheckTimeout = 20 * time.Second

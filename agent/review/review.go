@@ -78,6 +78,7 @@ type Handler struct {
 
 	checker      Checker // nil: the page says the proposal was not checked
 	checkTimeout time.Duration
+	onSession    func() // WithSessionStarted
 	checks       checkCache
 
 	mu      sync.Mutex
@@ -200,6 +201,9 @@ func (h *Handler) startSession(w http.ResponseWriter) error {
 	}
 	h.token, h.session, h.csrf = "", s, c
 	http.SetCookie(w, &http.Cookie{Name: h.cookie, Value: s, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if h.onSession != nil {
+		h.onSession()
+	}
 	return nil
 }
 

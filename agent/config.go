@@ -61,6 +61,9 @@ type Config struct {
 	// Rooms returns the room directory sent in hello: the rooms the device
 	// serves (nil Rooms: the hello carries an empty directory).
 	Rooms func(ctx context.Context) []relay.RoomEntry
+	// Provider returns the room provider's state sent in hello (nil: none
+	// sent, which a hub reads as builtin).
+	Provider func() *relay.ProviderState
 	// Guard is asked before a handler runs; a non-nil error denies the
 	// command without running it. A *relay.Error keeps its code; any other
 	// error denies with command_not_allowed.

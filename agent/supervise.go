@@ -366,6 +366,10 @@ func (a *Agent) handshake(conn *websocket.Conn) (*relay.Welcome, error) {
 		}
 		cancel()
 	}
+	var prov *relay.ProviderState
+	if a.cfg.Provider != nil {
+		prov = a.cfg.Provider()
+	}
 	b, err := relay.Encode(&relay.Hello{
 		Protocol:     relay.ProtocolVersion,
 		AgentVersion: a.cfg.Version,
@@ -373,6 +377,7 @@ func (a *Agent) handshake(conn *websocket.Conn) (*relay.Welcome, error) {
 		OS:           a.cfg.OS,
 		Policy:       policy,
 		Rooms:        rooms,
+		Provider:     prov,
 	})
 	if err != nil {
 		return nil, err

@@ -75,6 +75,17 @@ type Hello struct {
 	OS           string          `json:"os"`
 	Policy       []ProjectPolicy `json:"policy"`
 	Rooms        []RoomEntry     `json:"rooms"`
+	// Provider says where the device's Rooms come from and whether that
+	// source is reachable (#21); absent from an older agent, ignored by an
+	// older hub.
+	Provider *ProviderState `json:"provider,omitempty"`
+}
+
+// ProviderState is the device's room provider as the hub is told of it: in
+// hello, and in provider_changed events.
+type ProviderState struct {
+	Kind      string `json:"kind"`      // "builtin" or "app"
+	Connected bool   `json:"connected"` // builtin: always true; app: the desktop app is connected
 }
 
 // Welcome is the hub's answer to hello.
@@ -124,6 +135,9 @@ const (
 	// EventRoomsChanged carries the whole directory again (RoomsChanged)
 	// when the policy or the device's rooms change.
 	EventRoomsChanged = "rooms_changed"
+	// EventProviderChanged carries the ProviderState when the desktop app
+	// connects or goes away, or the owner switches provider.
+	EventProviderChanged = "provider_changed"
 )
 
 // Event tells the hub something happened on the device.

@@ -23,6 +23,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/notify"
+	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
@@ -76,6 +77,10 @@ type Config struct {
 	// Notifier tells the desktop user a proposal waits for review (unless
 	// the policy says "notify off"); nil: the platform's, notify.Desktop.
 	Notifier notify.Notifier
+	// Events, when set, receives what local clients are told
+	// (provider_changed, install_changed, build_state): agent/localapi's
+	// event hub.
+	Events provider.Events
 
 	Logger *slog.Logger
 }
@@ -91,6 +96,10 @@ type Daemon struct {
 	lock    *os.File // the state dir's lock, held while open
 	damaged string   // why the rooms store failed its check at open; "" if it passed
 	notes   *notify.Queue
+
+	prov      *provider.Server    // the desktop app's websocket (agent/localapi mounts it)
+	app       *provider.App       // reads through the connected app
+	installer *provider.Installer // approved proposals of app rooms → the app
 
 	policy      atomic.Pointer[allowlist.Policy]
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
@@ -147,6 +156,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, fmt.Errorf("open local rooms: %w", err)
 	}
 	d.store = store
+	d.newProvider()
 	al, err := audit.Open(filepath.Join(cfg.StateDir, AuditDir), audit.Options{})
 	if err != nil {
 		d.Close()
@@ -156,10 +166,11 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	acfg := agent.Config{
 		HubURL: cfg.HubURL, DeviceID: cfg.DeviceID, Token: cfg.Token, StateDir: cfg.StateDir,
 		Version: cfg.Version, OS: cfg.OS, Logger: cfg.Logger, TLSConfig: cfg.TLSConfig,
-		Policy: func() []relay.ProjectPolicy { return d.policy.Load().Summary() },
-		Rooms:  d.directory,
-		Guard:  d.guard,
-		Audit:  d.record,
+		Policy:   func() []relay.ProjectPolicy { return d.policy.Load().Summary() },
+		Rooms:    d.directory,
+		Provider: d.providerState,
+		Guard:    d.guard,
+		Audit:    d.record,
 
 		MaxInFlight: d.policy.Load().InFlight(),
 	}
@@ -205,10 +216,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		d.housekeep(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d.installer.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -220,6 +235,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}()
 	err := d.agent.Run(ctx)
 	cancel()
+	d.prov.Close() // the app's connection ends with the agent (1001)
 	wg.Wait()
 	return err
 }
@@ -325,6 +341,7 @@ func (d *Daemon) poke(ctx context.Context, force bool) {
 	case changed:
 		d.announcePolicy(ctx)
 		d.announceRooms(ctx)
+		d.announceProvider()
 	}
 	d.publishDecisions(ctx, force)
 }

@@ -6,8 +6,25 @@ import (
 	"slices"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
 )
+
+// listRooms lists a project's rooms from the selected provider's directory:
+// the store's own rooms, or the desktop app's as it last sent them
+// (persisted, so a closed app's rooms stay listed and take proposals).
+func (d *Daemon) listRooms(ctx context.Context, project string, app bool) ([]rooms.RoomSummary, error) {
+	if !app {
+		return d.store.ListRooms(ctx, project)
+	}
+	prs, err := d.store.ListProviderRooms(ctx, project)
+	out := make([]rooms.RoomSummary, len(prs))
+	for i, r := range prs {
+		out[i] = rooms.RoomSummary{ID: r.ID, Name: r.Name, Project: r.Project, Kind: "local"}
+	}
+	return out, err
+}
 
 // directory is the room directory the hub is told of: the rooms of every
 // enabled project that the policy lets the device serve, ids and names
@@ -31,8 +48,9 @@ func (d *Daemon) directory(ctx context.Context) []relay.RoomEntry {
 func (d *Daemon) computeDirectory(ctx context.Context) []relay.RoomEntry {
 	p := d.policy.Load()
 	out := []relay.RoomEntry{}
+	app := p.Provider() == allowlist.ProviderApp
 	for _, pp := range p.Summary() {
-		rooms, err := d.store.ListRooms(ctx, pp.Project)
+		rooms, err := d.listRooms(ctx, pp.Project, app)
 		if err != nil {
 			d.log.Warn("reading rooms for the directory failed", "project", pp.Project, "err", err)
 			return nil

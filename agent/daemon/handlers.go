@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
@@ -82,16 +83,16 @@ func handle[A any](d *Daemon, name string, fn func(ctx context.Context, cmd *rel
 
 func (d *Daemon) registerHandlers() {
 	handle(d, relay.CmdReadRoom, func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomArgs) (any, error) {
-		return d.store.ReadRoom(ctx, cmd.ProjectID, a.RoomID)
+		return d.readRoom(ctx, cmd.ProjectID, a.RoomID)
 	})
 	handle(d, relay.CmdListRoomApps, func(ctx context.Context, cmd *relay.Command, a relay.ListRoomAppsArgs) (any, error) {
 		if a.Limit == 0 {
 			a.Limit = defaultListLimit
 		}
-		return d.store.ListRoomApps(ctx, cmd.ProjectID, a.RoomID, a.Limit, a.Cursor)
+		return d.source().ListRoomApps(ctx, cmd.ProjectID, a.RoomID, a.Limit, a.Cursor)
 	})
 	handle(d, relay.CmdReadRoomAppStatus, func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomAppStatusArgs) (any, error) {
-		return d.store.ReadRoomAppStatus(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
+		return d.readAppStatus(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
 	})
 	handle(d, relay.CmdProposeRoomSnippetApp, func(ctx context.Context, cmd *relay.Command, a relay.ProposeSnippetArgs) (any, error) {
 		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceSnippet,
@@ -142,6 +143,11 @@ func (d *Daemon) propose(ctx context.Context, np rooms.NewProposal) (any, error)
 	// What callers may leave waiting for the owner is bounded (#24): the
 	// store refuses a proposal beyond the policy's pending bounds.
 	np.MaxPendingInRoom, np.MaxPendingInProject = d.policy.Load().Pending(np.ProjectID)
+	if d.appMode() {
+		// Checked against the app's directory as last sent: the app need
+		// not be running for a proposal to wait for review.
+		np.Provider = rooms.ProviderApp
+	}
 	p, dup, err := d.store.CreateProposal(ctx, np)
 	if err != nil {
 		return nil, err
@@ -229,11 +235,12 @@ func errorClass(msg string) string {
 // The summary is the line recorded and shown to the cloud (buildSummary,
 // with the error text only for apps that came from a cloud proposal).
 func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID string) (*sandbox.Result, string, error) {
-	files, err := d.store.AppFiles(ctx, projectID, roomID, instanceID)
+	src := d.source()
+	files, err := src.AppFiles(ctx, projectID, roomID, instanceID)
 	if err != nil {
 		return nil, "", err
 	}
-	st, err := d.store.ReadRoomAppStatus(ctx, projectID, roomID, instanceID)
+	st, err := src.ReadRoomAppStatus(ctx, projectID, roomID, instanceID)
 	if err != nil {
 		return nil, "", err
 	}
@@ -261,8 +268,13 @@ func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID 
 	if !res.OK {
 		state = rooms.BuildFailed
 	}
-	if err := d.store.SetBuildState(ctx, instanceID, rooms.Build{State: state, Phase: string(res.Phase), Summary: summary}); err != nil {
+	b := rooms.Build{State: state, Phase: string(res.Phase), Summary: summary, CheckedAt: time.Now().UTC()}
+	if err := src.SetBuildState(ctx, projectID, roomID, instanceID, relay.ContentHash(files), b); err != nil {
 		return nil, "", err
+	}
+	if d.cfg.Events != nil {
+		d.cfg.Events.Publish(provider.EventBuildState, map[string]any{"project": projectID, "room_id": roomID,
+			"instance_id": instanceID, "state": b.State, "phase": b.Phase, "summary": b.Summary})
 	}
 	return res, summary, nil
 }
@@ -303,8 +315,13 @@ func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 		d.log.Warn("reading review decisions failed", "err", err)
 		return
 	}
+	if len(ps) > 0 {
+		d.installer.Kick() // an approval of an app room waits in the install queue
+	}
 	for _, p := range ps {
-		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil {
+		// An app room's approved snippet is not an app yet (the desktop app
+		// installs it): its decision is announced at once.
+		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil && !d.appMode() {
 			// The smoke-run (seconds, maybe a runtime fetch) runs on the
 			// smoker Run owns, which announces the decision after it, so
 			// the cloud learns of the approval with its build state; this

@@ -119,7 +119,7 @@ func TestReadResultFields(t *testing.T) {
 		"AppPage":     {"items", "next_cursor"},
 		"AppItem":     {"instance_id", "launcher", "name", "source"},
 		"Launcher":    {"position", "state"},
-		"AppStatus":   {"build", "instance_id", "launcher", "name", "review", "room_id", "source"},
+		"AppStatus":   {"build", "install_state", "instance_id", "launcher", "name", "review", "room_id", "source"},
 		"Review":      {"reviewed_at", "state"},
 		"Build":       {"checked_at", "phase", "state", "summary"},
 	}

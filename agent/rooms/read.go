@@ -38,6 +38,9 @@ const (
 const (
 	LauncherActive = "active" // a tab in the Room's launcher
 	LauncherHidden = "hidden" // kept, but taken out of the launcher by the owner
+	// LauncherNotInstalled: approved, but the desktop app has not installed
+	// it (yet, or it refused: see the install state).
+	LauncherNotInstalled = "not_installed"
 )
 
 // Review states of an app. A proposal that has not been approved is not an
@@ -100,6 +103,9 @@ type AppStatus struct {
 	Launcher   Launcher `json:"launcher"`
 	Review     Review   `json:"review"`
 	Build      Build    `json:"build"`
+	// InstallState is set for an app an approval created: pending until
+	// the desktop app acknowledged it (installed), or failed if it refused.
+	InstallState string `json:"install_state,omitempty"`
 }
 
 // Review is an app's review state and when it was reached.

@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/roomrelay/roomrelay/agent/provider"
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub"
+)
+
+// serveProvider serves the device's provider websocket on a unix socket (as
+// agent/localapi mounts it) and returns the socket path.
+func serveProvider(t testing.TB, dv *device) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rre2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "p.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: dv.d.Provider(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close(); os.RemoveAll(dir) })
+	return sock
+}
+
+// desktopApp plays the desktop app: it keeps rooms and installed apps, and
+// answers roomrelay's requests.
+type desktopApp struct {
+	conn *websocket.Conn
+	wmu  sync.Mutex
+	done chan struct{}
+
+	mu        sync.Mutex
+	installed map[string]string // proposal id → instance id
+	requests  []string
+}
+
+func connectDesktopApp(t testing.TB, sock string, installed map[string]string) *desktopApp {
+	t.Helper()
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}, Subprotocols: []string{provider.Subprotocol}}
+	conn, _, err := d.Dial("ws://localapi/localapi/v1/provider", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &desktopApp{conn: conn, done: make(chan struct{}), installed: installed}
+	app.send(t, `{"jsonrpc":"2.0","id":1,"method":"provider.hello","params":{"protocol_versions":[1],"app":{"name":"Rooms","version":"1"},"capabilities":{"install":true,"files":true}}}`)
+	if _, _, err := conn.ReadMessage(); err != nil {
+		t.Fatal(err)
+	}
+	app.send(t, `{"jsonrpc":"2.0","method":"rooms.changed","params":{"rooms":[{"id":"r-app","project":"p","name":"App room"}]}}`)
+	go app.serve()
+	t.Cleanup(app.close)
+	return app
+}
+
+func (app *desktopApp) close() {
+	app.conn.Close()
+	<-app.done
+}
+
+func (app *desktopApp) send(t testing.TB, s string) {
+	app.wmu.Lock()
+	defer app.wmu.Unlock()
+	if err := app.conn.WriteMessage(websocket.TextMessage, []byte(s)); err != nil && t != nil {
+		t.Fatal(err)
+	}
+}
+
+func (app *desktopApp) serve() {
+	defer close(app.done)
+	for {
+		_, data, err := app.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				RoomID      string            `json:"room_id"`
+				InstanceID  string            `json:"instance_id"`
+				ProposalID  string            `json:"proposal_id"`
+				Files       map[string]string `json:"files"`
+				ContentHash string            `json:"content_hash"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(data, &m) != nil || len(m.ID) == 0 {
+			continue
+		}
+		app.mu.Lock()
+		app.requests = append(app.requests, m.Method)
+		var result string
+		switch m.Method {
+		case provider.MethodRoomsRead:
+			result = `{"id":"` + m.Params.RoomID + `","name":"App room","app_count":` + itoa(len(app.installed)) + `,"secret":"LEAKMARK"}`
+		case provider.MethodAppsInstall:
+			if relay.ContentHash(m.Params.Files) != m.Params.ContentHash {
+				result = ""
+				app.mu.Unlock()
+				app.send(nil, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32000,"message":"hash","data":{"code":"invalid_args"}}}`)
+				continue
+			}
+			if _, ok := app.installed[m.Params.ProposalID]; !ok {
+				app.installed[m.Params.ProposalID] = m.Params.InstanceID
+			}
+			result = `{"instance_id":"` + app.installed[m.Params.ProposalID] + `"}`
+		case provider.MethodAppsStatus:
+			result = `{"instance_id":"` + m.Params.InstanceID + `","name":"Timer","source":"snippet","launcher":{"state":"active","position":1},"review":{"state":"approved"},"content_hash":""}`
+		default:
+			app.mu.Unlock()
+			app.send(nil, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32601,"message":"no"}}`)
+			continue
+		}
+		app.mu.Unlock()
+		app.send(nil, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+`}`)
+	}
+}
+
+func appDevice(t testing.TB, h *runningHub) (*device, string) {
+	t.Helper()
+	dv := enroll(t, h, "p")
+	if err := os.MkdirAll(filepath.Dir(dv.policyPath()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dv.policyPath(), []byte("version 1\nprovider app\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dv.enable(t, "p", proposeCommands...)
+	dv.start(t, h.URL())
+	waitState(t, h, dv.id, "online")
+	return dv, serveProvider(t, dv)
+}
+
+// TestProviderApp: with `provider app`, the cloud reads the app's rooms
+// through the agent; with the app closed reads are app_not_running and a
+// proposal still waits; an approval made while it is closed is installed
+// once it opens.
+func TestProviderApp(t *testing.T) {
+	h := startHub(t, hub.Config{})
+	dv, sock := appDevice(t, h)
+	ctx := context.Background()
+
+	res, status := call(t, h, dv.id, "p", relay.CmdReadRoom, map[string]string{"room_id": "r-app"})
+	if res.OK || res.Error.Code != relay.CodeAppNotRunning || !res.Error.Retryable || status != http.StatusServiceUnavailable {
+		t.Fatalf("no app yet: %d %+v", status, res)
+	}
+
+	installed := map[string]string{}
+	app := connectDesktopApp(t, sock, installed)
+	eventually(t, "the app's room never reached the hub's directory", func() bool {
+		rs, err := h.Rooms(ctx, "p")
+		return err == nil && len(rs) == 1 && rs[0].RoomID == "r-app" && rs[0].Name == "App room"
+	})
+	res, _ = call(t, h, dv.id, "p", relay.CmdReadRoom, map[string]string{"room_id": "r-app"})
+	if !res.OK || strings.Contains(string(res.Result), "LEAKMARK") {
+		t.Fatalf("read through the app: %+v %s", res.Error, res.Result)
+	}
+	var sum rooms.RoomSummary
+	_ = json.Unmarshal(res.Result, &sum)
+	if sum.Name != "App room" || sum.ID != "r-app" || sum.Project != "p" {
+		t.Fatalf("summary %+v", sum)
+	}
+
+	app.close()
+	eventually(t, "the agent still sees the app", func() bool { _, ok := dv.d.Provider().Connected(); return !ok })
+	res, _ = call(t, h, dv.id, "p", relay.CmdReadRoom, map[string]string{"room_id": "r-app"})
+	if res.OK || res.Error.Code != relay.CodeAppNotRunning {
+		t.Fatalf("app closed: %+v", res)
+	}
+	files := map[string]string{"src/App.tsx": "export default function App() { return <p>hi</p> }"}
+	res, _ = call(t, h, dv.id, "p", relay.CmdProposeRoomSnippetApp, map[string]any{"room_id": "r-app", "name": "Hi", "files": files,
+		"idempotency_key": relay.SnippetKey("r-app", "Hi", files)})
+	prop := decodeProposal(t, res)
+	if prop.State != "pending_review" {
+		t.Fatalf("proposal with the app closed: %+v", prop)
+	}
+	res, _ = call(t, h, dv.id, "p", relay.CmdProposeRoomSnippetApp, map[string]any{"room_id": "r-none", "name": "Hi", "files": files,
+		"idempotency_key": "k-none-12345"})
+	if res.OK || res.Error.Code != relay.CodeNotFound {
+		t.Fatalf("a room the app never listed: %+v", res)
+	}
+
+	approved, err := dv.d.Store().ApproveProposal(ctx, prop.ProposalID, relay.ContentHash(files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ = call(t, h, dv.id, "p", relay.CmdReadRoomAppStatus, map[string]string{"room_id": "r-app", "instance_id": approved.InstanceID})
+	var st rooms.AppStatus
+	if !res.OK || json.Unmarshal(res.Result, &st) != nil || st.InstallState != rooms.InstallPending || st.Launcher.State != rooms.LauncherNotInstalled {
+		t.Fatalf("status before the install: %+v %s", res.Error, res.Result)
+	}
+
+	connectDesktopApp(t, sock, installed)
+	eventually(t, "the approved app was never installed", func() bool {
+		res, _ := call(t, h, dv.id, "p", relay.CmdReadRoomAppStatus, map[string]string{"room_id": "r-app", "instance_id": approved.InstanceID})
+		var st rooms.AppStatus
+		return res.OK && json.Unmarshal(res.Result, &st) == nil && st.InstallState == rooms.InstallInstalled && st.Launcher.State == rooms.LauncherActive
+	})
+	if len(installed) != 1 || installed[prop.ProposalID] != approved.InstanceID {
+		t.Fatalf("installed %v", installed)
+	}
+}

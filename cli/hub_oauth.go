@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// The operator's OAuth commands: approvers (who may approve MCP clients on
+// the consent page) and the grants and clients the hub's authorization
+// server holds (docs/oauth.md).
+
+func init() {
+	Register(&Command{
+		Name:     "hub approver add",
+		Synopsis: "NAME --project P [--project P2]... [--max-scope read|write] [--json]",
+		Summary:  "add a person who may approve MCP clients for projects; prints their one-time login link",
+		Help: `The link (valid 15 minutes, usable once) signs the approver's browser in
+for 12 hours; send it to them privately. The admin token is never typed into a
+browser. A new link: ` + "`roomrelay hub approver login-link ID`" + `.`,
+		Setup: setupApproverAdd,
+	})
+	Register(&Command{Name: "hub approver list", Synopsis: "[--json]", Summary: "list approvers: id, name, projects, max scope", Setup: setupApproverList})
+	Register(&Command{Name: "hub approver remove", Synopsis: "ID", Summary: "remove an approver: their sessions end at once (grants they approved stay until revoked)", Setup: setupApproverRemove})
+	Register(&Command{Name: "hub approver login-link", Synopsis: "ID [--json]", Summary: "issue a new one-time login link for an approver", Setup: setupApproverLink})
+	Register(&Command{Name: "hub oauth grants", Synopsis: "[--project P] [--json]", Summary: "list OAuth grants: client, project, scope, device, who approved, last use", Setup: setupOAuthGrants})
+	Register(&Command{Name: "hub oauth revoke", Synopsis: "GRANT", Summary: "revoke an OAuth grant: its tokens stop working on every hub node at once", Setup: setupOAuthRevoke})
+	Register(&Command{Name: "hub oauth clients", Synopsis: "[--json]", Summary: "list registered OAuth clients (self-registered names are unverified)", Setup: setupOAuthClients})
+	Register(&Command{Name: "hub oauth forget-client", Synopsis: "CLIENT", Summary: "delete a client registration and revoke its grants", Setup: setupOAuthForget})
+}
+
+// repeated is a repeatable string flag.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func printLogin(e *Env, l *hubapi.ApproverLogin, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(e.Stdout).Encode(l)
+	}
+	fmt.Fprintln(e.Stdout, l.LoginURL)
+	fmt.Fprintf(e.Stderr, "approver %s (%s) for %s, up to %s; the link works once, until %s: send it to them privately.\n",
+		cell(l.Approver.ID), cell(l.Approver.Name), cell(strings.Join(l.Approver.Projects, ", ")), l.Approver.MaxScope, l.ExpiresAt.Local().Format(time.DateTime))
+	return nil
+}
+
+func setupApproverAdd(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	var projects repeated
+	fs.Var(&projects, "project", "a project `id` the approver may grant (repeatable; at least one)")
+	maxScope := fs.String("max-scope", hubapi.ScopeWrite, "the widest access they may grant: read or write")
+	asJSON := fs.Bool("json", false, "print JSON (the link is in login_url)")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 || len(projects) == 0 {
+			return usagef("want NAME and at least one --project P")
+		}
+		if *maxScope != hubapi.ScopeRead && *maxScope != hubapi.ScopeWrite {
+			return usagef("--max-scope is read or write")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		l, err := cl.AddApprover(ctx, hubapi.ApproverRequest{Name: args[0], Projects: projects, MaxScope: *maxScope})
+		if err != nil {
+			return hubCallErr(err)
+		}
+		return printLogin(e, l, *asJSON)
+	}
+}
+
+func setupApproverLink(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want exactly one approver id (see `roomrelay hub approver list`)")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		l, err := cl.ApproverLoginLink(ctx, args[0])
+		if err != nil {
+			return hubCallErr(err)
+		}
+		return printLogin(e, l, *asJSON)
+	}
+}
+
+func setupApproverList(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("no arguments are taken")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		as, err := cl.Approvers(ctx)
+		if err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(hubapi.ApproverList{Approvers: as})
+		}
+		if len(as) == 0 {
+			fmt.Fprintln(e.Stderr, "no approvers; add one with `roomrelay hub approver add NAME --project P`")
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tPROJECTS\tMAX SCOPE\tCREATED")
+		for _, a := range as {
+			created := a.CreatedAt.Local().Format(time.DateTime)
+			if a.Removed {
+				created += " (removed)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(a.Name), cell(strings.Join(a.Projects, ",")), a.MaxScope, created)
+		}
+		return tw.Flush()
+	}
+}
+
+func setupApproverRemove(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want exactly one approver id (see `roomrelay hub approver list`)")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		a, err := cl.RemoveApprover(ctx, args[0])
+		if err != nil {
+			return hubCallErr(err)
+		}
+		fmt.Fprintf(e.Stdout, "removed approver %s (%s); grants they approved stay: `roomrelay hub oauth grants`\n", cell(a.ID), cell(a.Name))
+		return nil
+	}
+}
+
+func setupOAuthGrants(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	project := fs.String("project", "", "only this project's grants")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("no arguments are taken")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		gs, err := cl.OAuthGrants(ctx, *project)
+		if err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(hubapi.OAuthGrantList{Grants: gs})
+		}
+		if len(gs) == 0 {
+			fmt.Fprintln(e.Stderr, "no OAuth grants")
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GRANT\tCLIENT\tPROJECT\tSCOPE\tDEVICE\tAPPROVED\tLAST USED")
+		for _, g := range gs {
+			dev := g.Device
+			if dev == "" {
+				dev = "-"
+			}
+			used := g.LastUsed.Local().Format(time.DateTime)
+			if g.Revoked {
+				used += " (revoked)"
+			}
+			fmt.Fprintf(tw, "%s\t%s (unverified)\t%s\t%s\t%s\t%s by %s\t%s\n", cell(g.ID), cell(g.ClientName), cell(g.Project), g.Scope,
+				cell(dev), g.ApprovedVia, cell(g.ApprovedBy), used)
+		}
+		return tw.Flush()
+	}
+}
+
+func setupOAuthRevoke(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want exactly one grant id (see `roomrelay hub oauth grants`)")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		g, err := cl.RevokeOAuthGrant(ctx, args[0])
+		if err != nil {
+			return hubCallErr(err)
+		}
+		fmt.Fprintf(e.Stdout, "revoked OAuth grant %s (%s, project %s)\n", cell(g.ID), cell(g.ClientName), cell(g.Project))
+		return nil
+	}
+}
+
+func setupOAuthClients(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return usagef("no arguments are taken")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		cs, err := cl.OAuthClients(ctx)
+		if err != nil {
+			return hubCallErr(err)
+		}
+		if *asJSON {
+			return json.NewEncoder(e.Stdout).Encode(hubapi.OAuthClientList{Clients: cs})
+		}
+		if len(cs) == 0 {
+			fmt.Fprintln(e.Stderr, "no registered OAuth clients")
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLIENT\tNAME\tREDIRECTS\tREGISTERED")
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%s\t%s (unverified)\t%s\t%s\n", cell(c.ID), cell(c.Name), cell(strings.Join(c.RedirectURIs, " ")), c.CreatedAt.Local().Format(time.DateTime))
+		}
+		return tw.Flush()
+	}
+}
+
+func setupOAuthForget(fs *flag.FlagSet, e *Env) Runner {
+	c := adminClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("want exactly one client id (see `roomrelay hub oauth clients`)")
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		n, err := cl.ForgetOAuthClient(ctx, args[0])
+		if err != nil {
+			return hubCallErr(err)
+		}
+		fmt.Fprintf(e.Stdout, "forgot OAuth client %s and revoked %d grant(s)\n", cell(args[0]), n)
+		return nil
+	}
+}

@@ -28,6 +28,18 @@ import (
 // b64(project) "." b64(room) "." device. Listing a project's rooms, a
 // room's devices and a device's rooms are then key filters. A room two
 // devices claim has two keys, and ResolveRoom refuses it.
+//
+// What one device can make the bucket hold is bounded by its directory: a
+// value per current entry (history 1, at most MaxDirectoryRooms), and the
+// purge markers of entries it removed, which expire after dirMarkerTTL
+// (the bucket's LimitMarkerTTL; watches deliver them long before) and of
+// which a device may leave at most MaxDirectoryRooms per dirMarkerTTL on
+// a node (dirChurn): a directory update that would remove more is
+// refused, the directory stays as it was. Renaming churn therefore cannot
+// accumulate, nor fill the bucket other projects share.
+
+// dirMarkerTTL is how long a removed entry's purge marker stays in rr_rooms.
+const dirMarkerTTL = time.Minute
 
 // roomIDRe is the policy's room id syntax (allowlist: 1–128 of A–Z a–z 0–9
 // . _ : @ -, starting with a letter or digit).
@@ -49,6 +61,13 @@ func roomKey(project, room, dev string) string { return enc(project) + "." + enc
 // entries of projects the hub enrolled it for (a device cannot place rooms
 // in another project) and well-formed ones, at most MaxDirectoryRooms.
 func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.RoomEntry) error {
+	return h.updateDirectory(ctx, d, rooms, true)
+}
+
+// updateDirectory is setDirectory; budgeted says the removals count
+// against the device's churn bound (not for the hub's own drop of a
+// revoked device).
+func (h *Hub) updateDirectory(ctx context.Context, d *deviceRec, rooms []relay.RoomEntry, budgeted bool) error {
 	want := map[string]roomRec{}
 	now := h.cfg.Now().UTC()
 	for _, e := range rooms {
@@ -73,6 +92,18 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 		return nil // a reconnect: nothing changed, nothing to copy
 	}
 	have := h.dir.ofDevice(d.ID)
+	removed := 0
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			removed++
+		}
+	}
+	if budgeted && removed > 0 {
+		if ok, held := h.dirChurn.take(d.ID, removed); !ok {
+			return fmt.Errorf("directory churn: this update removes %d room entries and the device removed %d in the last %s; at most %d per %s (room directory churn bound): the directory stays as it was",
+				removed, held, dirMarkerTTL, relay.MaxDirectoryRooms, dirMarkerTTL)
+		}
+	}
 	var errs []error
 	for k := range have {
 		if _, ok := want[k]; !ok {
@@ -82,7 +113,7 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 			if e, err := h.st.rooms.Get(ctx, k); err == nil {
 				prev = max(prev, e.Revision())
 			}
-			if err := h.st.rooms.Purge(ctx, k); err != nil {
+			if err := h.st.rooms.Purge(ctx, k, jetstream.PurgeTTL(dirMarkerTTL)); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -110,7 +141,51 @@ func (h *Hub) setDirectory(ctx context.Context, d *deviceRec, rooms []relay.Room
 
 // dropDirectory removes every room of a device (revoked).
 func (h *Hub) dropDirectory(ctx context.Context, dev string) error {
-	return h.setDirectory(ctx, &deviceRec{ID: dev}, nil)
+	return h.updateDirectory(ctx, &deviceRec{ID: dev}, nil, false)
+}
+
+// churnLimiter counts, per device, the room entries it removed in the
+// current window on this node.
+type churnLimiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+	mu     sync.Mutex
+	m      map[string]churnWindow
+}
+
+type churnWindow struct {
+	start time.Time
+	n     int
+}
+
+func newChurnLimiter(max int, window time.Duration, now func() time.Time) *churnLimiter {
+	return &churnLimiter{max: max, window: window, now: now, m: map[string]churnWindow{}}
+}
+
+// take counts n removals for dev, or refuses them all when they would
+// pass the bound; held is what the window held before.
+func (l *churnLimiter) take(dev string, n int) (ok bool, held int) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.m[dev]
+	if now.Sub(w.start) >= l.window {
+		if len(l.m) >= 100_000 { // bounded memory: drop the windows that ended
+			for k, x := range l.m {
+				if now.Sub(x.start) >= l.window {
+					delete(l.m, k)
+				}
+			}
+		}
+		w = churnWindow{start: now}
+	}
+	if w.n+n > l.max {
+		return false, w.n
+	}
+	w.n += n
+	l.m[dev] = w
+	return true, w.n - n
 }
 
 func clipName(s string) string { return relay.CutUTF8(s, relay.MaxRoomNameBytes) }

@@ -64,6 +64,7 @@ type Hub struct {
 	sessWG       sync.WaitGroup
 	reqWG        sync.WaitGroup // HTTP handlers, including agent sockets
 	emptyCh      chan struct{}  // closed when sessions becomes empty while closing
+	dirChurn     *churnLimiter  // room entries each device removed lately (directory.go)
 }
 
 // New checks cfg and returns a hub that is not yet running.
@@ -81,6 +82,7 @@ func New(cfg Config) (*Hub, error) {
 		bySub:     make(map[*nats.Subscription]*session),
 		enrollLim: newFailLimiter(c.EnrollFailures, c.EnrollWindow, c.Now),
 		dir:       newMirror(),
+		dirChurn:  newChurnLimiter(relay.MaxDirectoryRooms, dirMarkerTTL, c.Now),
 		devMirror: newDeviceMirror(),
 		natsBack:  newBroadcast(),
 		setupWork: newWorkPool(),

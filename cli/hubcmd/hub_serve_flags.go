@@ -20,6 +20,7 @@ import (
 type hubServeFlags struct {
 	tlsCert, tlsKey      *string
 	replicas             *int
+	storageMiB           *int64
 	startupTimeout       *time.Duration
 	natsCreds, natsTLSCA *string
 	trusted              prefixList
@@ -27,9 +28,11 @@ type hubServeFlags struct {
 
 func addHubServeFlags(fs *flag.FlagSet) *hubServeFlags {
 	f := &hubServeFlags{
-		tlsCert:        fs.String("tls-cert", "", "serve HTTPS with this PEM certificate `file` (with --tls-key; reloaded when it changes)"),
-		tlsKey:         fs.String("tls-key", "", "the PEM private key `file` of --tls-cert"),
-		replicas:       fs.Int("replicas", 0, "replicas of every KV bucket and stream (0: 1 embedded, 3 with --nats); never lowered"),
+		tlsCert:  fs.String("tls-cert", "", "serve HTTPS with this PEM certificate `file` (with --tls-key; reloaded when it changes)"),
+		tlsKey:   fs.String("tls-key", "", "the PEM private key `file` of --tls-cert"),
+		replicas: fs.Int("replicas", 0, "replicas of every KV bucket and stream (0: 1 embedded, 3 with --nats); never lowered"),
+		storageMiB: fs.Int64("storage-budget", hub.DefaultStorageBudget>>20,
+			"`MiB` the hub reserves on each JetStream server for all its buckets and its events stream (each server's max_file_store must have room; docs/cluster.md)"),
 		startupTimeout: fs.Duration("startup-timeout", 2*time.Minute, "how long to retry the first NATS connect and JetStream setup"),
 		natsCreds:      fs.String("nats-creds", "", "NATS user credentials `file` for --nats"),
 		natsTLSCA:      fs.String("nats-tls-ca", "", "CA `file` to verify the NATS servers' certificates"),
@@ -46,7 +49,11 @@ func (f *hubServeFlags) apply(cfg *hub.Config) error {
 	if *f.startupTimeout < 0 {
 		return usagef("--startup-timeout must not be negative")
 	}
+	if *f.storageMiB < hub.MinStorageBudget>>20 {
+		return usagef("--storage-budget must be at least %d (MiB), not %d", hub.MinStorageBudget>>20, *f.storageMiB)
+	}
 	cfg.Replicas = *f.replicas
+	cfg.StorageBudget = *f.storageMiB << 20
 	cfg.StartupTimeout = *f.startupTimeout
 	cfg.NATSCreds = *f.natsCreds
 	cfg.NATSTLSCA = *f.natsTLSCA

@@ -35,6 +35,11 @@ type Config struct {
 	// creates (default 1 with the embedded server, 3 with NATSURL). A bucket
 	// an operator gave more replicas keeps them: the hub only raises it.
 	Replicas int
+	// StorageBudget is what the hub reserves on each JetStream server for
+	// all its buckets and the events stream (MaxBytes, split by the shares
+	// in buckets.go; default DefaultStorageBudget, at least
+	// MinStorageBudget). A server's max_file_store must have room for it.
+	StorageBudget int64
 	// StartupTimeout bounds the retries of the first NATS connect and the
 	// JetStream setup (default 2 min).
 	StartupTimeout time.Duration
@@ -105,6 +110,12 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.Replicas = 1
 	case cfg.Replicas == 0:
 		cfg.Replicas = 3
+	}
+	switch {
+	case cfg.StorageBudget == 0:
+		cfg.StorageBudget = DefaultStorageBudget
+	case cfg.StorageBudget < MinStorageBudget:
+		return cfg, fmt.Errorf("hub: config: the storage budget must be at least %d MiB, not %d bytes", MinStorageBudget>>20, cfg.StorageBudget)
 	}
 	if cfg.StartupTimeout <= 0 {
 		cfg.StartupTimeout = 2 * time.Minute

@@ -84,6 +84,7 @@ func (e errPermanent) Unwrap() error { return e.error }
 // exiting.
 func (h *Hub) untilReady(ctx context.Context, deadline time.Time, what string, step func(context.Context) error) error {
 	wait := 250 * time.Millisecond
+	var cause error // the last failure that was not the step's own deadline
 	for attempt := 1; ; attempt++ {
 		// One attempt gets at most 5 s (JetStream answers in milliseconds
 		// when it can), so a request sent while NATS was away is retried
@@ -108,8 +109,14 @@ func (h *Hub) untilReady(ctx context.Context, deadline time.Time, what string, s
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", what, ctx.Err())
 		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			cause = err
+		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			if errors.Is(err, context.DeadlineExceeded) && cause != nil {
+				err = cause // the last attempt ran out of time: say why the others failed
+			}
 			return fmt.Errorf("%s: gave up after %s (--startup-timeout): %w", what, h.cfg.StartupTimeout, err)
 		}
 		d := min(wait+rand.N(wait/4+1), left)
@@ -150,7 +157,7 @@ func (h *Hub) connectExternal(ctx context.Context, deadline time.Time) (*nats.Co
 func (h *Hub) setupStore(ctx context.Context, deadline time.Time) (*store, error) {
 	var st *store
 	err := h.untilReady(ctx, deadline, "set up JetStream", func(sctx context.Context) error {
-		s, err := openStore(sctx, h.js, h.cfg.Replicas, h.log)
+		s, err := openStore(sctx, h.js, h.cfg.Replicas, h.cfg.StorageBudget, h.log)
 		var re *errReplicas
 		if errors.As(err, &re) && re.final {
 			return errPermanent{err}

@@ -62,6 +62,9 @@ type cluster struct {
 	http *http.Client
 }
 
+// natsStorePerServer is each NATS server's max_file_store.
+const natsStorePerServer = "1GB"
+
 // newCluster starts the NATS nodes and waits until each is healthy; the
 // hubs are set up, not started.
 func newCluster(t *testing.T) *cluster {
@@ -83,9 +86,15 @@ func newCluster(t *testing.T) *cluster {
 				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", o.route))
 			}
 		}
-		n.child = c.p.add("nats-"+n.name, natsBin, c.p.dir,
+		// Each server's JetStream store is 1 GB, a common setting: what
+		// the hub reserves at R3 must fit in it (#24 part 10).
+		conf := filepath.Join(c.p.dir, n.name+".conf")
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "jetstream {\n  store_dir: %q\n  max_file_store: %s\n}\n", n.storeDir, natsStorePerServer), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n.child = c.p.add("nats-"+n.name, natsBin, c.p.dir, "-c", conf,
 			"-a", "127.0.0.1", "-p", strconv.Itoa(n.port), "-m", strconv.Itoa(n.mon),
-			"-js", "-sd", n.storeDir, "-n", n.name, "--cluster_name", "rr",
+			"-n", n.name, "--cluster_name", "rr",
 			"--cluster", fmt.Sprintf("nats://127.0.0.1:%d", n.route), "--routes", strings.Join(routes, ","))
 		urls = append(urls, n.clientURL)
 	}

@@ -229,7 +229,7 @@ func pkce(v string) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-func get(t *testing.T, c *http.Client, u string) string {
+func get(t testing.TB, c *http.Client, u string) string {
 	t.Helper()
 	r, err := c.Get(u)
 	if err != nil {

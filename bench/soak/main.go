@@ -49,7 +49,7 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Minute, "how long the load runs (at most 30m)")
 	rate := flag.Int("rate", 20, "commands per second through the hub, in all")
 	killEvery := flag.Duration("kill-every", 5*time.Second, "SIGKILL a random agent this often (it restarts 1–3 s later)")
-	restartEvery := flag.Duration("restart-every", time.Minute, "restart the hub this often (SIGTERM, then start it again)")
+	restartEvery := flag.Duration("restart-every", time.Minute, "restart the hub this often (SIGTERM, then start it again; 0: never, to see one hub process through the whole soak)")
 	keep := flag.Bool("keep", false, "keep the work directory")
 	flag.Parse()
 	if *duration > 30*time.Minute || *agents < 1 || *agents > 500 || *rate < 1 || *rate > 500 {
@@ -137,13 +137,32 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 	time.Sleep(5 * time.Second)
 	baseRSS := benchutil.RSSKiB(s.hubProc().cmd.Process.Pid)
 	log.Info("all agents online; load starts", "hub_rss_kib", baseRSS, "duration", duration)
+	snaps := []memSnap{s.memory(ctx, "baseline (agents online, no load)")}
 
 	loadCtx, stopLoad := context.WithTimeout(ctx, duration)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.load(loadCtx, rate) })
 	wg.Go(func() { s.killer(loadCtx, killEvery) })
 	var restartRSS []int64
+	wg.Go(func() { // a memory snapshot every minute of load
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-loadCtx.Done():
+				return
+			case <-t.C:
+			}
+			m := s.memory(ctx, fmt.Sprintf("load, minute %d", i))
+			s.mu.Lock()
+			snaps = append(snaps, m)
+			s.mu.Unlock()
+		}
+	})
 	wg.Go(func() {
+		if restartEvery <= 0 {
+			return
+		}
 		t := time.NewTicker(restartEvery)
 		defer t.Stop()
 		for {
@@ -168,6 +187,7 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 	_ = benchutil.WaitFor(ctx, 2*time.Minute, func() bool { return s.online(ctx) == n })
 	time.Sleep(10 * time.Second)
 	endRSS := benchutil.RSSKiB(s.hubProc().cmd.Process.Pid)
+	snaps = append(snaps, s.memory(ctx, "end (load over, agents settled)"))
 	online := s.online(ctx)
 	s.stopAgents()
 
@@ -179,6 +199,7 @@ func run(ctx context.Context, log *slog.Logger, n int, duration time.Duration, r
 	fmt.Printf("proposals created twice: %d; audit chains that fail to verify: %d of %d; agents online at the end: %d\n", dups, badChains, n, online)
 	fmt.Printf("hub RSS: baseline %d KiB (all agents online, before load), before each restart %v KiB, at the end %d KiB (%+.1f%%)\n",
 		baseRSS, restartRSS, endRSS, 100*float64(endRSS-baseRSS)/float64(max(baseRSS, 1)))
+	printMemory(snaps)
 	if dups > 0 || badChains > 0 || s.lost.Load() > 0 {
 		return errors.New("the soak found problems (see above)")
 	}
@@ -438,9 +459,10 @@ func (s *soak) check(ctx context.Context) (dups, badChains int) {
 }
 
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
+	cmd     *exec.Cmd
+	done    chan struct{}
+	once    sync.Once
+	started time.Time
 }
 
 func start(ctx context.Context, bin, logPath string, args ...string) (*proc, error) {
@@ -454,7 +476,7 @@ func start(ctx context.Context, bin, logPath string, args ...string) (*proc, err
 		lf.Close()
 		return nil, fmt.Errorf("start roomrelay %s: %w", args[0], err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, done: make(chan struct{}), started: time.Now()}
 	go func() { cmd.Wait(); lf.Close(); close(p.done) }()
 	return p, nil
 }

@@ -77,6 +77,10 @@ type Config struct {
 	// Notes are standing conditions the owner should know of (e.g. "no
 	// sandbox: ..."), shown by `roomrelay status` for as long as this agent runs.
 	Notes []string
+	// OnStatus, if set, is called with the new status after every state
+	// change (not counter updates), on the goroutine that made it; it must
+	// not block (the local API publishes a status event).
+	OnStatus func(Status)
 	// Logger receives the agent's logs (discarded if nil).
 	Logger *slog.Logger
 

@@ -102,6 +102,9 @@ func (a *Agent) setStatus(f func(*Status)) {
 	a.status.UpdatedAt = a.clock.Now()
 	a.smu.Unlock()
 	a.writeStatus()
+	if a.cfg.OnStatus != nil {
+		a.cfg.OnStatus(a.Status())
+	}
 }
 
 // setCounts updates counters (in flight, queued events). While Run runs,

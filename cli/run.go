@@ -123,7 +123,13 @@ func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, ca
 	}
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data,
 		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger,
-		TLSConfig: tlsCfg}
+		TLSConfig: tlsCfg, RuntimeDir: p.Runtime,
+		Enrolled: func() []string {
+			if c, err := device.LoadConfig(p); err == nil {
+				return c.Projects
+			}
+			return nil
+		}}
 	var pool *sandbox.Pool
 	if withSandbox && e.Executable != "" {
 		scfg, err := rf.config(e)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/notify"
 	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
@@ -82,6 +84,19 @@ type Config struct {
 	// event hub.
 	Events provider.Events
 
+	// RuntimeDir is the user's runtime dir for the local API's socket ("":
+	// the state dir; the CLI leaves it empty under --home). NoLocalAPI
+	// runs without the local API (in-process tests of several agents).
+	RuntimeDir string
+	NoLocalAPI bool
+	// Enrolled lists the projects the hub enrolled the device for (the
+	// CLI reads config.json), for the local API's project list.
+	Enrolled func() []string
+	// Provider reports the room provider's state and ProviderHandler
+	// serves its websocket at /localapi/v1/provider (agent/provider).
+	Provider        localapi.ProviderStater
+	ProviderHandler http.Handler
+
 	Logger *slog.Logger
 }
 
@@ -100,6 +115,11 @@ type Daemon struct {
 	prov      *provider.Server    // the desktop app's websocket (agent/localapi mounts it)
 	app       *provider.App       // reads through the connected app
 	installer *provider.Installer // approved proposals of app rooms → the app
+
+	events     *localapi.Events // what local apps are told; published into even without the API
+	pub        provider.Events  // events, and Config.Events when set
+	api        *localapi.Server // nil with NoLocalAPI
+	apiDecided apiDecisions
 
 	policy      atomic.Pointer[allowlist.Policy]
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
@@ -140,7 +160,12 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now),
 		smokeCh: make(chan rooms.Proposal, 16), smoking: map[string]bool{},
-		notes: notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger})}
+		notes:  notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger}),
+		events: localapi.NewEvents("", 0)}
+	d.pub = d.events
+	if cfg.Events != nil {
+		d.pub = teeEvents{d.events, cfg.Events}
+	}
 	lock, err := lockStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -172,6 +197,8 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Guard:    d.guard,
 		Audit:    d.record,
 
+		OnStatus: d.publishStatus,
+
 		MaxInFlight: d.policy.Load().InFlight(),
 	}
 	// A damaged store is found now, not by every command: the agent still
@@ -195,6 +222,12 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d.agent = a
 	d.registerHandlers()
+	if !cfg.NoLocalAPI {
+		if err := d.openLocalAPI(); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -216,6 +249,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	if d.api != nil {
+		wg.Go(func() {
+			if err := d.api.Run(ctx); err != nil {
+				d.log.Error("local api stopped", "err", err)
+			}
+		})
+	}
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
@@ -243,6 +283,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 // Close releases the stores. Call after Run returned.
 func (d *Daemon) Close() error {
 	var errs []error
+	if d.api != nil {
+		errs = append(errs, d.api.Close()) // a listener Run never served
+	}
 	if d.audit != nil {
 		errs = append(errs, d.audit.Close())
 	}
@@ -349,6 +392,11 @@ func (d *Daemon) poke(ctx context.Context, force bool) {
 func (d *Daemon) announcePolicy(ctx context.Context) {
 	sum := d.policy.Load().Summary()
 	d.log.Info("policy reloaded", "projects", len(sum))
+	rev := ""
+	if _, r, err := allowlist.LoadRevision(d.policyPath()); err == nil {
+		rev = r
+	}
+	d.events.Publish(localapi.EventPolicyChanged, map[string]any{"projects": sum, "revision": rev})
 	data, _ := json.Marshal(relay.PolicyChanged{Policy: sum})
 	if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventPolicyChanged, Time: time.Now().UTC(), Data: data}); err != nil {
 		d.log.Warn("policy_changed event not queued", "err", err)

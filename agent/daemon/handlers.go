@@ -62,6 +62,7 @@ func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration
 	if _, err := appendLine(e); err != nil {
 		d.log.Error("audit append failed", "command", cmd.ID, "err", err)
 	}
+	d.publishCommand(cmd, e) // after its audit line
 }
 
 // handle registers fn for the command name. The guard, which runs before
@@ -156,6 +157,7 @@ func (d *Daemon) propose(ctx context.Context, np rooms.NewProposal) (any, error)
 		// Only here, on the create path: a retry (dup) or a restart never
 		// notifies again, so each proposal is announced at most once.
 		d.notifyProposal(ctx, p)
+		d.publishProposal(p)
 	}
 	r := ProposalResult{ProposalID: p.ID, State: p.State, Duplicate: dup}
 	if p.State == rooms.ProposalPending {
@@ -272,10 +274,8 @@ func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID 
 	if err := src.SetBuildState(ctx, projectID, roomID, instanceID, relay.ContentHash(files), b); err != nil {
 		return nil, "", err
 	}
-	if d.cfg.Events != nil {
-		d.cfg.Events.Publish(provider.EventBuildState, map[string]any{"project": projectID, "room_id": roomID,
-			"instance_id": instanceID, "state": b.State, "phase": b.Phase, "summary": b.Summary})
-	}
+	d.pub.Publish(provider.EventBuildState, map[string]any{"project": projectID, "room_id": roomID,
+		"instance_id": instanceID, "state": b.State, "phase": b.Phase, "summary": b.Summary})
 	return res, summary, nil
 }
 
@@ -374,6 +374,7 @@ func (d *Daemon) announceDecision(ctx context.Context, p rooms.Proposal) bool {
 		d.haveVersion = false // the next look queries again, though nothing was committed
 		return false
 	}
+	d.publishDecided(p)
 	// The outbox persisted the event; mark it so it is queued once.
 	if err := d.store.MarkAnnounced(ctx, p.ID); err != nil {
 		d.log.Warn("marking decision announced failed", "proposal", p.ID, "err", err)

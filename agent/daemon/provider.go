@@ -42,11 +42,11 @@ func (d *Daemon) newProvider() {
 		Selected: d.appMode,
 		OnRooms:  d.providerRooms,
 		OnChange: d.providerChanged,
-		Events:   d.cfg.Events,
+		Events:   d.pub,
 		Logger:   d.log,
 	})
 	d.app = d.prov.App()
-	d.installer = provider.NewInstaller(d.store, d.prov, d.cfg.Events, d.log)
+	d.installer = provider.NewInstaller(d.store, d.prov, d.pub, d.log)
 }
 
 // providerRooms persists the app's directory (so proposals are checked

@@ -20,14 +20,14 @@ import (
 func TestResolvePaths(t *testing.T) {
 	home := t.TempDir()
 	p, err := ResolvePaths(home, func(string) string { return "" })
-	if err != nil || p.Config != filepath.Join(home, "config") || p.State != filepath.Join(home, "state") || p.Data != filepath.Join(home, "data") {
+	if err != nil || p.Config != filepath.Join(home, "config") || p.State != filepath.Join(home, "state") || p.Data != filepath.Join(home, "data") || p.Runtime != "" {
 		t.Fatalf("--home: %+v %v", p, err)
 	}
 	if runtime.GOOS != "linux" {
 		return
 	}
 	state := t.TempDir()
-	env := map[string]string{"XDG_STATE_HOME": state, "XDG_DATA_HOME": "relative/data"}
+	env := map[string]string{"XDG_STATE_HOME": state, "XDG_DATA_HOME": "relative/data", "XDG_RUNTIME_DIR": "/run/user/1000"}
 	p, err = ResolvePaths("", func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +35,9 @@ func TestResolvePaths(t *testing.T) {
 	uh, _ := os.UserHomeDir()
 	if p.State != filepath.Join(state, "roomrelay") {
 		t.Errorf("an absolute XDG_STATE_HOME is used: %s", p.State)
+	}
+	if p.Runtime != "/run/user/1000" {
+		t.Errorf("the runtime dir (the local API's socket) is XDG_RUNTIME_DIR: %q", p.Runtime)
 	}
 	if p.Data != filepath.Join(uh, ".local", "share", "roomrelay") {
 		t.Errorf("a relative XDG_DATA_HOME is ignored, as the spec says: %s", p.Data)

@@ -18,6 +18,10 @@ type Paths struct {
 	Config string // config.json, the policy file, the file credential store
 	State  string // status.json, dedupe store, audit log: may be deleted and rebuilt
 	Data   string // local Rooms database, hub data dir when this machine runs a hub
+	// Runtime is the user's runtime dir ($XDG_RUNTIME_DIR), where the local
+	// API's socket goes; "" below --home (the socket is then in State) or
+	// when there is none.
+	Runtime string
 }
 
 // ResolvePaths returns the directories: all three below home when it is
@@ -43,6 +47,7 @@ func ResolvePaths(home string, getenv func(string) string) (Paths, error) {
 			return Paths{}, fmt.Errorf("no home directory (set --home or ROOMRELAY_HOME): %w", err)
 		}
 		p.State = filepath.Join(xdg(getenv, "XDG_STATE_HOME", filepath.Join(userHome, ".local", "state")), "roomrelay")
+		p.Runtime = xdg(getenv, "XDG_RUNTIME_DIR", "")
 		p.Data = filepath.Join(xdg(getenv, "XDG_DATA_HOME", filepath.Join(userHome, ".local", "share")), "roomrelay")
 	} else {
 		p.State = filepath.Join(p.Config, "state")

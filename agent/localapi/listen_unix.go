@@ -4,6 +4,8 @@ package localapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,7 +41,10 @@ func SocketPath(cfg ListenConfig) (path, note string) {
 	if tmp == "" {
 		tmp = os.TempDir()
 	}
-	short := filepath.Join(tmp, "roomrelay-"+strconv.Itoa(os.Getuid()), SocketName)
+	// Named by the long path's hash: agents of one user with different
+	// homes each get their own.
+	sum := sha256.Sum256([]byte(path))
+	short := filepath.Join(tmp, "roomrelay-"+strconv.Itoa(os.Getuid()), hex.EncodeToString(sum[:6])+".sock")
 	return short, fmt.Sprintf("%s is longer than a socket address holds (%d bytes); using %s", path, maxSocketPath, short)
 }
 

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
-	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/allowlist"
 )
 
@@ -35,13 +34,12 @@ func (s *Server) readPolicy() (*allowlist.Policy, string, error) {
 	return allowlist.LoadRevision(s.cfg.PolicyPath)
 }
 
-// enrolled lists the projects config.json says the hub enrolled the device for.
+// enrolled lists the projects the hub enrolled the device for.
 func (s *Server) enrolled() []string {
-	cfg, err := device.LoadConfig(device.Paths{Config: s.cfg.ConfigDir})
-	if err != nil {
+	if s.cfg.Enrolled == nil {
 		return nil
 	}
-	return cfg.Projects
+	return s.cfg.Enrolled()
 }
 
 func (s *Server) projectsView(pol *allowlist.Policy, rev string) ProjectsResponse {

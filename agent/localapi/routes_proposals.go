@@ -236,6 +236,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 	ctx, id := r.Context(), r.PathValue("id")
 	var p rooms.Proposal
 	var err error
+	if s.cfg.Deciding != nil {
+		done := s.cfg.Deciding(id)
+		defer func() { done(err == nil) }()
+	}
 	if approve {
 		p, err = s.cfg.Proposals.ApproveProposal(ctx, id, req.ContentHash)
 	} else {

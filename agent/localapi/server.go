@@ -82,11 +82,14 @@ type AuditLog interface {
 // network.
 type Config struct {
 	Listen ListenConfig
-	// ConfigDir holds the discovery file, config.json (enrolled projects)
-	// and, unless PolicyPath says otherwise, the policy file.
+	// ConfigDir holds the discovery file and, unless PolicyPath says
+	// otherwise, the policy file.
 	ConfigDir  string
 	PolicyPath string
 	Version    string // roomrelay's build version
+	// Enrolled lists the projects the hub enrolled the device for
+	// (config.json), for GET projects; nil: none known.
+	Enrolled func() []string
 
 	// Events is the ring the daemon and the provider publish into; nil: a
 	// fresh one. Its boot id is the API's.
@@ -103,9 +106,13 @@ type Config struct {
 	// websocket); nil answers 503 unavailable.
 	ProviderHandler http.Handler
 
-	// Decided is called after the API approved or declined a proposal
-	// (the daemon tells the hub at once); PolicySaved after it wrote the
-	// policy file (the daemon reloads it and publishes policy_changed).
+	// Deciding is called before the API approves or declines proposal id,
+	// and the function it returns after, with whether it did: the daemon,
+	// which may see the store change first, then knows the API publishes
+	// that decision's event. Decided is called after a decision (the daemon
+	// tells the hub at once); PolicySaved after the API wrote the policy
+	// file (the daemon reloads it and publishes policy_changed).
+	Deciding    func(id string) (done func(decided bool))
 	Decided     func(ctx context.Context, p rooms.Proposal, via string)
 	PolicySaved func(ctx context.Context)
 

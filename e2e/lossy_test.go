@@ -189,6 +189,13 @@ func TestLostResponses(t *testing.T) {
 			}
 			row.early = launcherCount(t, dv, "proj-a", room)
 			rows = append(rows, row)
+			// Decline the room's cards so the next row starts under the
+			// project's pending bound (at most MaxPending wait per project).
+			for _, p := range ps {
+				if _, err := dv.d.Store().DeclineProposal(context.Background(), p.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 	}
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -35,6 +36,10 @@ func (dv *device) enableFast(t testing.TB, project string) {
 		out = append(out, line)
 		if strings.TrimSpace(line) == "project "+project {
 			out = append(out, "  rate 100000/min burst 1000")
+			// The seed's table leaves up to a thousand proposals pending
+			// in one room: the ceiling of the pending bounds.
+			out = append(out, fmt.Sprintf("  max %s %d", allowlist.BoundPendingRoom, allowlist.MaxPending),
+				fmt.Sprintf("  max %s %d", allowlist.BoundPendingProject, allowlist.MaxPending))
 		}
 	}
 	text := strings.Join(out, "\n")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/roomrelay/roomrelay/internal/replace"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -86,7 +87,7 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return replace.Rename(tmp, path)
 }
 
 func statusPath(dir string) string { return filepath.Join(dir, StatusFile) }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+
+	"github.com/roomrelay/roomrelay/internal/replace"
 )
 
 // Load reads and parses the policy file. A file that does not exist is an
@@ -69,7 +71,7 @@ func (p *Policy) Save(path string) (err error) {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := replace.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}
 	// Make the rename itself durable; not every OS can sync a directory.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/roomrelay/roomrelay/internal/replace"
 )
 
 // Rotation: the current file is moved aside when it is full, the oldest
@@ -45,7 +47,7 @@ func writeManifest(dir string, m manifest) error {
 	if err := writeSynced(tmp, append(b, '\n')); err != nil {
 		return fmt.Errorf("audit: write manifest: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
+	if err := replace.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
 		return fmt.Errorf("audit: write manifest: %w", err)
 	}
 	return syncDir(dir)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/internal/ownerfile"
+	"github.com/roomrelay/roomrelay/internal/replace"
 	"github.com/zalando/go-keyring"
 )
 
@@ -200,7 +201,7 @@ func (f *fileStore) save(m map[string]string) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close credential file: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), f.path); err != nil {
+	if err := replace.Rename(tmp.Name(), f.path); err != nil {
 		return fmt.Errorf("replace credential file: %w", err)
 	}
 	return nil

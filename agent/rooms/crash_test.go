@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,7 +124,13 @@ func TestKillMidWrite(t *testing.T) {
 			}
 		}
 		err = cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		// Windows has no signals: Kill is TerminateProcess, exit code 1.
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		killed := ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+		if runtime.GOOS == "windows" {
+			killed = cmd.ProcessState.ExitCode() == 1
+		}
+		if !killed {
 			t.Fatalf("round %d: writer ended with %v after %d writes, want SIGKILL: %s", round, err, done, stderr.String())
 		}
 		committed += done

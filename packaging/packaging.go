@@ -8,6 +8,7 @@ package packaging
 import (
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -196,9 +197,9 @@ func LaunchdPlist(p Params, system bool) (string, error) {
 	w("\t<key>ProcessType</key>")
 	w("\t<string>Background</string>")
 	w("\t<key>StandardOutPath</key>")
-	w("\t<string>%s</string>", xmlEscape(filepath.Join(p.LogDir, Name+".out.log")))
+	w("\t<string>%s</string>", xmlEscape(path.Join(p.LogDir, Name+".out.log")))
 	w("\t<key>StandardErrorPath</key>")
-	w("\t<string>%s</string>", xmlEscape(filepath.Join(p.LogDir, Name+".err.log")))
+	w("\t<string>%s</string>", xmlEscape(path.Join(p.LogDir, Name+".err.log")))
 	w(`</dict>`)
 	w(`</plist>`)
 	return b.String(), nil

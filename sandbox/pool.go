@@ -280,6 +280,15 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 		return nil, fmt.Errorf("start sandbox worker %s: %w", c[0], err)
 	}
 	w.pid = cmd.Process.Pid
+	var mc *memCap
+	if p.cfg.MemoryLimitBytes > 0 {
+		if mc, err = capMemory(w.pid, p.cfg.MemoryLimitBytes); err != nil {
+			// Never run a snippet in a worker without the cap it was asked for.
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("start sandbox worker: memory cap: %w", err)
+		}
+	}
 	p.mu.Lock()
 	p.stats.Spawned++
 	p.workers[w] = struct{}{}
@@ -288,6 +297,7 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 	go func() { // ends when the process exits
 		defer p.wg.Done()
 		w.waitErr = cmd.Wait()
+		mc.Close()
 		close(w.exited)
 	}()
 
@@ -311,8 +321,11 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 	}
 	p.mu.Lock()
 	w.rss = resp.RSSBytes
-	w.capped = resp.DataLimited
+	w.capped = resp.DataLimited || mc != nil
 	p.limits = resp.Limits
+	if mc != nil {
+		p.limits += "; " + memCapDescription
+	}
 	p.mu.Unlock()
 	p.log.Debug("sandbox worker started", "pid", w.pid, "limits", resp.Limits)
 	return w, nil
@@ -393,7 +406,7 @@ type worker struct {
 	responses chan WorkerResponse
 	exited    chan struct{}
 	waitErr   error // set before exited is closed
-	capped    bool  // runs under RLIMIT_DATA (WorkerResponse.DataLimited)
+	capped    bool  // runs under a hard memory cap (RLIMIT_DATA, a Job Object)
 	runs      int
 	rss       int64
 	idleSince time.Time

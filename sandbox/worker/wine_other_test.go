@@ -1,0 +1,5 @@
+//go:build !windows
+
+package worker
+
+func underWine() bool { return false }

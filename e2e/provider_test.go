@@ -18,6 +18,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // serveProvider serves the device's provider websocket on a unix socket (as
@@ -179,11 +180,23 @@ func TestProviderApp(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 
+	eventually(t, "the hub never saw the app open", func() bool {
+		rs, err := h.Rooms(ctx, "p")
+		return err == nil && len(rs) == 1 && rs[0].Presence.App == hubapi.AppOpen
+	})
+	cs := mcpSession(t, h, clientToken(t, h, "p", hubapi.ScopeWrite).Token, nil)
+
 	app.close()
 	eventually(t, "the agent still sees the app", func() bool { _, ok := dv.d.Provider().Connected(); return !ok })
 	res, _ = call(t, h, dv.id, "p", relay.CmdReadRoom, map[string]string{"room_id": "r-app"})
 	if res.OK || res.Error.Code != relay.CodeAppNotRunning {
 		t.Fatalf("app closed: %+v", res)
+	}
+	eventually(t, "list_local_rooms never said the app is closed", func() bool {
+		return strings.Contains(resultText(tool(t, cs, "list_local_rooms", map[string]any{})), "App room (r-app, online, app closed)")
+	})
+	if text := wantCode(t, "read_room with the app closed", tool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "r-app"}), "app_not_running"); !strings.Contains(text, "open") {
+		t.Fatalf("MCP text %q does not tell the model to ask for the app to be opened", text)
 	}
 	files := map[string]string{"src/App.tsx": "export default function App() { return <p>hi</p> }"}
 	res, _ = call(t, h, dv.id, "p", relay.CmdProposeRoomSnippetApp, map[string]any{"room_id": "r-app", "name": "Hi", "files": files,

@@ -462,7 +462,7 @@ func (h *Hub) Rooms(ctx context.Context, project string) ([]hubapi.DirectoryRoom
 			presence[first.Device] = p
 		}
 		r := hubapi.DirectoryRoom{RoomID: first.RoomID, Name: first.Name, Project: first.Project, DeviceID: first.Device,
-			Presence: hubapi.RoomPresence{State: p.State, LastSeen: p.LastSeen}}
+			Presence: hubapi.RoomPresence{State: p.State, LastSeen: p.LastSeen, App: p.App}}
 		if len(claims) > 1 {
 			r.Conflict = true
 			for _, c := range claims {

@@ -88,6 +88,13 @@ func (s *session) handleEvent(ev *relay.Event) {
 		s.setPresence(ctx, func(p *presenceRec) {
 			p.State, p.Since = hubapi.StateSleeping, h.cfg.Now().UTC()
 		})
+	case relay.EventProviderChanged:
+		var ps relay.ProviderState
+		if json.Unmarshal(ev.Data, &ps) != nil {
+			s.log().Info("provider_changed event without a readable state")
+			return
+		}
+		s.setPresence(ctx, func(p *presenceRec) { p.App = appPresence(&ps) })
 	case relay.EventPolicyChanged:
 		pol, ok := parsePolicy(ev.Data)
 		if !ok {

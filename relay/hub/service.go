@@ -250,14 +250,15 @@ func (h *Hub) Presence(ctx context.Context, id string) (hubapi.Presence, error) 
 }
 
 func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
-	out := hubapi.Presence{State: p.State, Since: p.Since, LastSeen: p.LastSeen, Session: p.Session, Node: p.Node}
+	out := hubapi.Presence{State: p.State, Since: p.Since, LastSeen: p.LastSeen, Session: p.Session, Node: p.Node, App: p.App}
 	if p.State == hubapi.StateOffline {
+		out.App = "" // the app's presence means something only while the device is reachable
 		return out
 	}
 	if dead, at := h.nodes.dead(p.Node, time.Now()); dead {
 		// The node holding the socket crashed (or stopped without
 		// writing offline): the device is not reachable through it.
-		out.State, out.Since = hubapi.StateOffline, at
+		out.State, out.Since, out.App = hubapi.StateOffline, at, ""
 		if p.Refreshed.After(out.LastSeen) {
 			out.LastSeen = p.Refreshed
 		}
@@ -268,7 +269,7 @@ func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
 		stale = h.staleAfter()
 	}
 	if h.cfg.Now().Sub(p.Refreshed) > stale {
-		out.State, out.Since = hubapi.StateOffline, p.Refreshed
+		out.State, out.Since, out.App = hubapi.StateOffline, p.Refreshed, ""
 		if p.Refreshed.After(out.LastSeen) {
 			out.LastSeen = p.Refreshed
 		}

@@ -295,7 +295,7 @@ func (s *session) setup(hello *relay.Hello, dev *deviceRec, rev uint64) {
 	// Presence gets a fresh bound: the writes above may have used up ctx's.
 	ctx, cancel = context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	if err := s.goOnlineAndKick(ctx); errors.Is(err, errSuperseded) {
+	if err := s.goOnlineAndKick(ctx, appPresence(hello.Provider)); errors.Is(err, errSuperseded) {
 		s.log().Info("superseded while setting up", "epoch", s.epoch.Load())
 		s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
 	} else if err != nil {

@@ -15,8 +15,8 @@ import (
 // end, always with compare-and-set so a stale session never overwrites a
 // newer one.
 
-func (s *session) goOnlineAndKick(ctx context.Context) error {
-	if err := s.goOnline(ctx); err != nil {
+func (s *session) goOnlineAndKick(ctx context.Context, app string) error {
+	if err := s.goOnline(ctx, app); err != nil {
 		return err
 	}
 	kick := ctlMsg{Op: "kick", Session: s.id, Epoch: s.epoch.Load()}
@@ -28,10 +28,10 @@ func (s *session) goOnlineAndKick(ctx context.Context) error {
 
 // goOnline writes an online record unconditionally: a new session always
 // supersedes older ones, and its revision becomes the session's epoch.
-func (s *session) goOnline(ctx context.Context) error {
+func (s *session) goOnline(ctx context.Context, app string) error {
 	now := s.h.cfg.Now().UTC()
 	rec := presenceRec{State: hubapi.StateOnline, Session: s.id, Node: s.h.cfg.NodeName,
-		Since: now, LastSeen: now, Refreshed: now, StaleAfterMS: s.h.staleAfter().Milliseconds()}
+		Since: now, LastSeen: now, Refreshed: now, StaleAfterMS: s.h.staleAfter().Milliseconds(), App: app}
 	s.presMu.Lock()
 	defer s.presMu.Unlock()
 	rev, err := s.h.st.presence.Put(ctx, s.dev, mustJSON(rec))
@@ -103,5 +103,18 @@ func (s *session) refreshPresence(ctx context.Context) {
 	defer cancel()
 	if !s.setPresence(ctx, func(*presenceRec) {}) {
 		s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
+	}
+}
+
+// appPresence is what a provider state from the device says of the desktop
+// app: AppOpen or AppClosed when the Rooms come from it, "" otherwise.
+func appPresence(p *relay.ProviderState) string {
+	switch {
+	case p == nil || p.Kind != "app":
+		return ""
+	case p.Connected:
+		return hubapi.AppOpen
+	default:
+		return hubapi.AppClosed
 	}
 }

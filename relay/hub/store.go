@@ -108,6 +108,10 @@ type presenceRec struct {
 	LastSeen     time.Time `json:"last_seen"`
 	Refreshed    time.Time `json:"refreshed"`
 	StaleAfterMS int64     `json:"stale_after_ms,omitempty"`
+	// App is the desktop app's presence when the device's Rooms come from
+	// it (hubapi.AppOpen, hubapi.AppClosed); "" for a builtin provider or
+	// an agent that does not say.
+	App string `json:"app,omitempty"`
 }
 
 // store wraps the KV buckets.

@@ -62,6 +62,7 @@ type Presence struct {
 	LastSeen time.Time `json:"last_seen,omitzero"`
 	Session  string    `json:"session,omitempty"`
 	Node     string    `json:"node,omitempty"`
+	App      string    `json:"app,omitempty"` // AppOpen, AppClosed while online; see RoomPresence
 }
 
 // Device is an enrolled device with its presence.
@@ -142,7 +143,15 @@ type ProposalState struct {
 type RoomPresence struct {
 	State    string    `json:"state"`
 	LastSeen time.Time `json:"last_seen,omitzero"`
+	App      string    `json:"app,omitempty"` // AppOpen, AppClosed; "": the device keeps its Rooms itself
 }
+
+// The desktop app's presence on a device whose Rooms it provides (#21):
+// with the device online and the app closed, reads answer app_not_running.
+const (
+	AppOpen   = "open"
+	AppClosed = "closed"
+)
 
 // DirectoryRoom is one room of a project's directory: a room a device
 // reported serving. Conflict is set when more than one device claims the

@@ -34,7 +34,7 @@ const (
 const offline = " The Room lives on one laptop: while it is offline the call fails with device_offline, and while its desktop app is closed with app_not_running; tell the user instead of retrying."
 
 var descriptions = map[string]string{
-	ToolListLocalRooms: "List the local Rooms this token's project can reach, kept on owners' laptops, with each laptop's presence (online, sleeping, offline, last seen). Use their room_id in the other tools.",
+	ToolListLocalRooms: "List the local Rooms this token's project can reach, kept on owners' laptops, with each laptop's presence (online, online with its desktop app closed, sleeping, offline, last seen). Use their room_id in the other tools.",
 	relay.CmdReadRoom:  "Read one local Room: id, name, app count, pending proposals. Never files, config, logs, secrets or app storage." + offline,
 	relay.CmdListRoomApps: "List the apps in a local Room's launcher, a page at a time (next_cursor). Pending proposals are not apps until the owner approves them." +
 		offline,
@@ -204,7 +204,13 @@ func (f *Front) listRooms(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 	parts := make([]string, 0, len(rooms))
 	for _, r := range rooms {
-		parts = append(parts, fmt.Sprintf("%s (%s, %s)", r.Name, r.RoomID, r.Presence.State))
+		state := r.Presence.State
+		if r.Presence.App == hubapi.AppClosed {
+			// The laptop is reachable but the desktop app that holds the
+			// room is closed: reads answer app_not_running.
+			state += ", app closed"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s, %s)", r.Name, r.RoomID, state))
 	}
 	noun := "rooms"
 	if len(rooms) == 1 {

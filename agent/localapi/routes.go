@@ -22,31 +22,54 @@ var openapiDoc []byte
 // OpenAPI is the embedded OpenAPI 3.1 document of the API.
 func OpenAPI() []byte { return openapiDoc }
 
+// route is one documented route (TestEveryRouteIsDocumented compares the
+// table with openapi.json).
+type route struct {
+	method, path string // path below Prefix, as openapi.json names it
+	h            func(s *Server) http.HandlerFunc
+}
+
+var routeTable = []route{
+	{"GET", "/status", func(s *Server) http.HandlerFunc { return s.getStatus }},
+	{"GET", "/events", func(s *Server) http.HandlerFunc { return s.getEvents }},
+	{"GET", "/openapi.json", func(s *Server) http.HandlerFunc { return serveOpenAPI }},
+	{"GET", "/audit", func(s *Server) http.HandlerFunc { return s.getAudit }},
+	{"GET", "/projects", func(s *Server) http.HandlerFunc { return s.getProjects }},
+	{"PUT", "/projects/{id}", func(s *Server) http.HandlerFunc { return s.putProject }},
+	{"POST", "/projects/{id}/enable", func(s *Server) http.HandlerFunc { return s.enableProject }},
+	{"POST", "/projects/{id}/disable", func(s *Server) http.HandlerFunc { return s.disableProject }},
+	{"GET", "/proposals", func(s *Server) http.HandlerFunc { return s.listProposals }},
+	{"GET", "/proposals/{id}", func(s *Server) http.HandlerFunc { return s.showProposal }},
+	{"POST", "/proposals/{id}/check", func(s *Server) http.HandlerFunc { return s.checkProposal }},
+	{"POST", "/proposals/{id}/approve", func(s *Server) http.HandlerFunc { return s.approveProposal }},
+	{"POST", "/proposals/{id}/decline", func(s *Server) http.HandlerFunc { return s.declineProposal }},
+	// Mounted for any method: the websocket upgrade is a GET, and the
+	// provider's handler answers the rest.
+	{"GET", "/provider", func(s *Server) http.HandlerFunc { return s.serveProvider }},
+}
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openapiDoc)
+}
+
+func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.ProviderHandler == nil {
+		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, providerUnavailableTx))
+		return
+	}
+	s.cfg.ProviderHandler.ServeHTTP(w, r)
+}
+
 func (s *Server) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET "+Prefix+"status", s.getStatus)
-	m.HandleFunc("GET "+Prefix+"events", s.getEvents)
-	m.HandleFunc("GET "+Prefix+"openapi.json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openapiDoc)
-	})
-	m.HandleFunc("GET "+Prefix+"audit", s.getAudit)
-	m.HandleFunc("GET "+Prefix+"projects", s.getProjects)
-	m.HandleFunc("PUT "+Prefix+"projects/{id}", s.putProject)
-	m.HandleFunc("POST "+Prefix+"projects/{id}/enable", s.enableProject)
-	m.HandleFunc("POST "+Prefix+"projects/{id}/disable", s.disableProject)
-	m.HandleFunc("GET "+Prefix+"proposals", s.listProposals)
-	m.HandleFunc("GET "+Prefix+"proposals/{id}", s.showProposal)
-	m.HandleFunc("POST "+Prefix+"proposals/{id}/check", s.checkProposal)
-	m.HandleFunc("POST "+Prefix+"proposals/{id}/approve", s.approveProposal)
-	m.HandleFunc("POST "+Prefix+"proposals/{id}/decline", s.declineProposal)
-	m.HandleFunc(Prefix+"provider", func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.ProviderHandler == nil {
-			writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, providerUnavailableTx))
-			return
+	for _, rt := range routeTable {
+		pattern := rt.method + " " + Prefix + strings.TrimPrefix(rt.path, "/")
+		if rt.path == "/provider" {
+			pattern = Prefix + "provider"
 		}
-		s.cfg.ProviderHandler.ServeHTTP(w, r)
-	})
+		m.HandleFunc(pattern, rt.h(s))
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s (see %sopenapi.json)", r.Method, clipText(r.URL.Path, 200), Prefix)))
 	})

@@ -136,11 +136,13 @@ func startOAuthWorld(t *testing.T) *oauthWorld {
 }
 
 // TestOAuthProcesses: the device-approval path with the real CLI, then the
-// whole flow with the official TS SDK client.
+// whole flow with the official TS SDK client (1.32.2) and the v2 client
+// package (@modelcontextprotocol/client 2.4.0).
 func TestOAuthProcesses(t *testing.T) {
 	w := startOAuthWorld(t)
 	t.Run("device approval with the CLI", w.deviceApproval)
-	t.Run("TS SDK client", w.tsClient)
+	t.Run("TS SDK client", func(t *testing.T) { w.tsClient(t, "v1") })
+	t.Run("TS v2 client package", func(t *testing.T) { w.tsClient(t, "v2") })
 }
 
 var deviceCodeRe = regexp.MustCompile(`roomrelay oauth approve ([A-Z0-9]{4}-[A-Z0-9]{4})`)
@@ -243,7 +245,7 @@ func get(t testing.TB, c *http.Client, u string) string {
 	return string(b)
 }
 
-func (w *oauthWorld) tsClient(t *testing.T) {
+func (w *oauthWorld) tsClient(t *testing.T, sdk string) {
 	dir := needNode(t, false)
 	old := w.t
 	w.t = t
@@ -253,7 +255,7 @@ func (w *oauthWorld) tsClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeScriptTimeout)
 	defer cancel()
 	c := nodeCommand(ctx, dir, []string{"ROOMRELAY_MCP_URL=" + w.hubURL + "/mcp", "ROOMRELAY_LOGIN_URL=" + login.LoginURL,
-		"ROOMRELAY_PROJECT=proj-a", fmt.Sprintf("ROOMRELAY_ACCESS_TTL_MS=%d", oauthAccessTTL.Milliseconds())}, "node", "oauth.mjs")
+		"ROOMRELAY_PROJECT=proj-a", "ROOMRELAY_MCP_SDK=" + sdk, fmt.Sprintf("ROOMRELAY_ACCESS_TTL_MS=%d", oauthAccessTTL.Milliseconds())}, "node", "oauth.mjs")
 	var errb bytes.Buffer
 	c.Stderr = &errb
 	stdin, _ := c.StdinPipe()

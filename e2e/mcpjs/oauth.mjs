@@ -10,9 +10,17 @@
 // login link), ROOMRELAY_PROJECT, ROOMRELAY_ACCESS_TTL_MS (the hub's
 // --oauth-access-ttl). Lines on stdout starting with { are step records.
 import { createInterface } from "node:readline";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
+
+// ROOMRELAY_MCP_SDK=v2 runs the v2 client package (@modelcontextprotocol/client),
+// which also checks the iss callback parameter; default the v1 SDK.
+const v2 = process.env.ROOMRELAY_MCP_SDK === "v2";
+const { Client, StreamableHTTPClientTransport, UnauthorizedError } = v2
+  ? await import("@modelcontextprotocol/client")
+  : {
+      ...(await import("@modelcontextprotocol/sdk/client/index.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/streamableHttp.js")),
+      ...(await import("@modelcontextprotocol/sdk/client/auth.js")),
+    };
 
 const mcpURL = new URL(need("ROOMRELAY_MCP_URL"));
 const loginURL = need("ROOMRELAY_LOGIN_URL");
@@ -127,6 +135,7 @@ class Provider {
     if (loc.searchParams.get("state") !== url.searchParams.get("state")) fail("state mismatch");
     if (loc.searchParams.get("iss") !== new URL(url).origin) fail("iss " + loc.searchParams.get("iss"));
     this.code = loc.searchParams.get("code");
+    this.params = loc.searchParams;
   }
 }
 
@@ -143,13 +152,13 @@ try {
 } catch (e) {
   if (!(e instanceof UnauthorizedError)) throw e;
 }
-await first.finishAuth(provider.code);
+await (v2 ? first.finishAuth(provider.params) : first.finishAuth(provider.code));
 const client = newClient();
 await client.connect(transport());
 const authMs = Math.round(performance.now() - t0);
 const authRequests = requests;
 if (!provider.tok?.access_token?.startsWith("rro_")) fail("no rro_ access token");
-step({ step: "authorized", requests: authRequests, ms: authMs });
+step({ step: "authorized", sdk: v2 ? "v2" : "v1", requests: authRequests, ms: authMs });
 
 // 2. Tools and a device round trip.
 const tools = await client.listTools();

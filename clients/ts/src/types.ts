@@ -189,3 +189,55 @@ export interface AgentEvent<D = Record<string, unknown>> {
   /** Absent for events that carry nothing (e.g. ping). */
   data?: D;
 }
+
+/** data of proposal_created. */
+export interface ProposalCreatedData {
+  proposal_id: string;
+  project: string;
+  room_id: string;
+  kind: string;
+  name: string;
+  content_hash: string;
+  file_count: number;
+  total_bytes: number;
+  proposed_by?: string;
+  created_at: string;
+}
+
+/** data of proposal_decided. */
+export interface ProposalDecidedData {
+  proposal_id: string;
+  project: string;
+  room_id: string;
+  state: ProposalState;
+  content_hash: string;
+  instance_id?: string;
+  decided_via?: string;
+}
+
+/** data of install_changed: an approved app's delivery to the provider. */
+export interface InstallChangedData {
+  proposal_id: string;
+  instance_id: string;
+  project: string;
+  room_id: string;
+  install_state: InstallState;
+  error?: string;
+}
+
+/** data of provider_changed. */
+export interface ProviderChangedData {
+  connected: boolean;
+  app?: { name: string; version: string };
+}
+
+/** data of command_ran (after its audit line; never arguments). */
+export interface CommandRanData {
+  command: string;
+  project: string;
+  room?: string;
+  outcome: string;
+  denied: boolean;
+  duration_ms: number;
+  caller?: string;
+}

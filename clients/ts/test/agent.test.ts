@@ -1,7 +1,7 @@
 // The client against a REAL agent: e2e/tsclient_test.go builds roomrelay,
 // starts a hub and `roomrelay run` on a temporary home, and runs this file
 // with the world in ROOMRELAY_TS_* variables. Outside that harness it skips.
-import { test } from "node:test";
+import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
@@ -23,6 +23,13 @@ const w = world();
 const skip = w ? false : "not under the Go harness (go test ./e2e -run TestTSClient)";
 let client: LocalAPIClient;
 let endpoint: Endpoint;
+// Streams a failing test left open would keep node running: close them all.
+const open: Array<{ close(): void }> = [];
+function track<T extends { close(): void }>(s: T): T {
+  open.push(s);
+  return s;
+}
+after(() => open.forEach((s) => s.close()));
 
 function worldOrThrow() {
   if (!w) throw new Error("no world");
@@ -112,7 +119,7 @@ test("projects: If-Match writes, 412 on a stale revision, enable and disable", {
 
 test("events: a snapshot first, resume with since= without loss or duplicates, resync on another boot", { skip }, async () => {
   const w = worldOrThrow();
-  const s1 = client.events({ initial: true });
+  const s1 = track(client.events({ initial: true }));
   const it1 = s1[Symbol.asyncIterator]();
   const snap = await nextMatching(it1, () => true);
   assert.equal(snap.type, "snapshot");
@@ -126,7 +133,7 @@ test("events: a snapshot first, resume with since= without loss or duplicates, r
   const mid = await client.projects();
   const p = mid.projects.find((x) => x.project === w.project)!;
   await client.putProject(w.project, { enabled: true, commands: p.commands, rooms: p.rooms, rate: { ...p.rate, burst: p.rate.burst + 1 } }, mid.revision);
-  const s2 = client.events({ since: s1.lastSeq, bootId: s1.bootId, reconnect: false });
+  const s2 = track(client.events({ since: s1.lastSeq, bootId: s1.bootId, reconnect: false }));
   const it2 = s2[Symbol.asyncIterator]();
   const seen: AgentEvent[] = [];
   const a = await nextMatching(it2, (e) => e.type === "policy_changed", 15_000, seen);
@@ -137,7 +144,7 @@ test("events: a snapshot first, resume with since= without loss or duplicates, r
   const seqs = seen.map((e) => e.seq);
   assert.equal(new Set(seqs).size, seqs.length, "no event twice");
   // Another boot's point: the agent says resync, then a fresh snapshot.
-  const s3 = client.events({ since: b.seq, bootId: "0000not-this-boot", reconnect: false });
+  const s3 = track(client.events({ since: b.seq, bootId: "0000not-this-boot", reconnect: false }));
   const it3 = s3[Symbol.asyncIterator]();
   const r = await nextMatching(it3, () => true);
   assert.equal(r.type, "resync");
@@ -152,7 +159,7 @@ test("proposals: created by the cloud, shown in full, approved by content hash o
     "src/caf\u00e9.ts": "export const nfc = 1\n",
     "src/\u{1F600}.ts": "export const astral = 2\n",
   };
-  const stream = client.events({ types: ["proposal_created", "proposal_decided"] });
+  const stream = track(client.events({ types: ["proposal_created", "proposal_decided"] }));
   const it = stream[Symbol.asyncIterator]();
   const res = await hubCall(w, "propose_room_snippet_app", w.project, { room_id: w.room, name: "Standup timer", files, idempotency_key: "ts-client-suite-1" });
   assert.ok(res.ok, `propose: ${JSON.stringify(res)}`);

@@ -1,7 +1,7 @@
 // The room provider against a REAL agent whose owner selected the app
 // (`provider app`): e2e/tsclient_test.go (TestTSClientProvider) starts it and
 // sets ROOMRELAY_TS_APP_PROJECT. Outside that harness it skips.
-import { test } from "node:test";
+import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import {
   LocalAPIClient,
@@ -48,13 +48,22 @@ function appHandlers(log: Log, extra: Partial<ProviderHandlers> = {}): ProviderH
 }
 
 let client: LocalAPIClient;
+// Providers and streams a failing test left open would keep node running.
+const open: Array<{ close(): unknown }> = [];
+function track<T extends { close(): unknown }>(s: T): T {
+  open.push(s);
+  return s;
+}
+after(async () => {
+  for (const s of open) await s.close();
+});
 
 test("the app registers, its room reaches the cloud, answers are slim", { skip }, async () => {
   const ww = w!;
   const ep = await discover({ home: ww.home });
   client = new LocalAPIClient({ socketPath: ep.path });
   const log: Log = { reads: [], installs: [], canceled: [] };
-  const p = new Provider({ socketPath: ep.path, app: { name: "suite-app", version: "1.0" }, handlers: appHandlers(log), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] });
+  const p = track(new Provider({ socketPath: ep.path, app: { name: "suite-app", version: "1.0" }, handlers: appHandlers(log), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] }));
   const hello = await p.start();
   assert.equal(hello.protocol_version, 1);
   assert.ok(hello.projects?.includes(ww.appProject!), `hello names the enabled project: ${JSON.stringify(hello)}`);
@@ -79,7 +88,7 @@ test("the app registers, its room reaches the cloud, answers are slim", { skip }
 test("the app closed: app_not_running at once, proposals still wait, install on reopen exactly once", { skip }, async () => {
   const ww = w!;
   const ep = await discover({ home: ww.home });
-  const events = client.events({ types: ["provider_changed", "install_changed"] });
+  const events = track(client.events({ types: ["provider_changed", "install_changed"] }));
   const it = events[Symbol.asyncIterator]();
   await eventually("status shows no provider", async () => !(await client.status()).provider.connected);
   const t0 = Date.now();
@@ -96,7 +105,7 @@ test("the app closed: app_not_running at once, proposals still wait, install on 
   assert.equal(d.state, "approved");
   // Reopen: exactly one apps.install, with the hash the app recomputes.
   const log: Log = { reads: [], installs: [], canceled: [] };
-  const p = new Provider({ socketPath: ep.path, app: { name: "suite-app", version: "1.1" }, handlers: appHandlers(log), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] });
+  const p = track(new Provider({ socketPath: ep.path, app: { name: "suite-app", version: "1.1" }, handlers: appHandlers(log), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] }));
   await p.start();
   await eventually("apps.install delivered", () => log.installs.length > 0);
   const inst = log.installs[0];
@@ -126,10 +135,10 @@ test("the newest provider wins; a slow request is canceled at its deadline", { s
       });
     },
   };
-  const first = new Provider({ socketPath: ep.path, app: { name: "first", version: "1" }, handlers: appHandlers({ reads: [], installs: [], canceled: [] }), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] });
+  const first = track(new Provider({ socketPath: ep.path, app: { name: "first", version: "1" }, handlers: appHandlers({ reads: [], installs: [], canceled: [] }), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] }));
   await first.start();
   const replaced = new Promise((res) => first.once("replaced", res));
-  const second = new Provider({ socketPath: ep.path, app: { name: "second", version: "1" }, handlers: appHandlers({ reads: [], installs: [], canceled: [] }, slow), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] });
+  const second = track(new Provider({ socketPath: ep.path, app: { name: "second", version: "1" }, handlers: appHandlers({ reads: [], installs: [], canceled: [] }, slow), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] }));
   await second.start();
   await replaced;
   assert.equal(first.connected, false);

@@ -88,8 +88,9 @@ test("the app registers, its room reaches the cloud, answers are slim", { skip }
 test("the app closed: app_not_running at once, proposals still wait, install on reopen exactly once", { skip }, async () => {
   const ww = w!;
   const ep = await discover({ home: ww.home });
-  const events = track(client.events({ types: ["provider_changed", "install_changed"] }));
+  const events = track(client.events({ types: ["provider_changed", "install_changed"], initial: true }));
   const it = events[Symbol.asyncIterator]();
+  assert.equal((await nextMatching(it, () => true)).type, "snapshot");
   await eventually("status shows no provider", async () => !(await client.status()).provider.connected);
   const t0 = Date.now();
   const r = await hubCall(ww, "read_room", ww.appProject!, { room_id: ROOM });

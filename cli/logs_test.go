@@ -44,14 +44,18 @@ func TestTailFile(t *testing.T) {
 	fmt.Fprintln(f, "appended")
 	f.Close()
 	eventually(t, "the appended line", func() bool { return strings.HasSuffix(follow.String(), "line 99\nappended\n") })
-	// Rotation: a new, shorter file under the same name.
-	if err := os.Rename(path, path+".1"); err != nil {
-		t.Fatal(err)
+	// Rotation: a new, shorter file under the same name. Not on Windows,
+	// which refuses to rename a file another handle (the tail) has open:
+	// nothing rotates agent.log there while it is followed.
+	if runtime.GOOS != "windows" {
+		if err := os.Rename(path, path+".1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("fresh\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the new file's line", func() bool { return strings.HasSuffix(follow.String(), "appended\nfresh\n") })
 	}
-	if err := os.WriteFile(path, []byte("fresh\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the new file's line", func() bool { return strings.HasSuffix(follow.String(), "appended\nfresh\n") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

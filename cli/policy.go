@@ -91,15 +91,27 @@ func setupEnable(fs *flag.FlagSet, e *Env) Runner {
 			return err
 		}
 		project := args[0]
-		before, existed, err := pol.ApplyEnable(project, enableRequest(*allow, *deny, *only, *roomList))
+		req := enableRequest(*allow, *deny, *only, *roomList)
+		before, existed, err := pol.ApplyEnable(project, req)
 		if err != nil {
 			return exitErr(ExitUsage, err)
 		}
-		if err := p.MkdirAll(); err != nil {
-			return err
-		}
-		if err := pol.Save(policyPath(p)); err != nil {
-			return err
+		if c := liveAgent(ctx, p); c != nil {
+			// The running agent writes the file (one writer) and reloads it.
+			defer c.Close()
+			if _, err := c.Do(ctx, "POST", "projects/"+project+"/enable", req, nil, nil); err != nil {
+				return apiFailure("enabled", err)
+			}
+			if pol, err = allowlist.Load(policyPath(p)); err != nil {
+				return err
+			}
+		} else {
+			if err := p.MkdirAll(); err != nil {
+				return err
+			}
+			if err := pol.Save(policyPath(p)); err != nil {
+				return err
+			}
 		}
 		info, _ := pol.Project(project)
 		roomsText := "all rooms"
@@ -145,7 +157,12 @@ func setupDisable(fs *flag.FlagSet, e *Env) Runner {
 		if err := pol.Disable(args[0]); err != nil {
 			return exitErr(ExitFailure, err)
 		}
-		if err := pol.Save(policyPath(p)); err != nil {
+		if c := liveAgent(ctx, p); c != nil {
+			defer c.Close()
+			if _, err := c.Do(ctx, "POST", "projects/"+args[0]+"/disable", nil, nil, nil); err != nil {
+				return apiFailure("disabled", err)
+			}
+		} else if err := pol.Save(policyPath(p)); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.Stdout, "disabled %s: every command for it now answers project_not_enabled\n", args[0])

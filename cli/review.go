@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
+	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 )
@@ -34,6 +36,13 @@ func (e *noStoreError) Error() string {
 }
 
 func reviewStoreFlags(flags *flag.FlagSet, e *Env) func(context.Context) (*rooms.Store, error) {
+	open, _ := reviewStoreAndPaths(flags, e)
+	return open
+}
+
+// reviewStoreAndPaths is reviewStoreFlags that also returns the paths (to
+// find a running agent's local API).
+func reviewStoreAndPaths(flags *flag.FlagSet, e *Env) (func(context.Context) (*rooms.Store, error), func() (device.Paths, error)) {
 	paths := pathFlags(flags, e)
 	return func(ctx context.Context) (*rooms.Store, error) {
 		p, err := paths()
@@ -45,7 +54,7 @@ func reviewStoreFlags(flags *flag.FlagSet, e *Env) func(context.Context) (*rooms
 			return nil, &noStoreError{path: path}
 		}
 		return rooms.Open(ctx, path, e.Logger)
-	}
+	}, paths
 }
 
 const reviewHelp = `Proposals from the cloud wait here, pending: not in the launcher, not
@@ -175,22 +184,39 @@ func setupReviewShow(fs *flag.FlagSet, e *Env) Runner {
 
 // setupReviewApprove parses the flags of `roomrelay review approve` and returns its runner.
 func setupReviewApprove(fs *flag.FlagSet, e *Env) Runner {
-	open := reviewStoreFlags(fs, e)
+	open, paths := reviewStoreAndPaths(fs, e)
 	hash := fs.String("hash", "", "the content `hash` that was reviewed (needed without a terminal)")
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 1 {
 			return usagef("give one proposal ID (see `roomrelay review list`)")
 		}
-		return reviewApprove(ctx, e, open, args[0], *hash)
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		return reviewApprove(ctx, e, open, liveAgent(ctx, p), args[0], *hash)
 	}
 }
 
 // setupReviewDecline parses the flags of `roomrelay review decline` and returns its runner.
 func setupReviewDecline(fs *flag.FlagSet, e *Env) Runner {
-	open := reviewStoreFlags(fs, e)
+	open, paths := reviewStoreAndPaths(fs, e)
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 1 {
 			return usagef("give one proposal ID (see `roomrelay review list`)")
+		}
+		p, err := paths()
+		if err != nil {
+			return err
+		}
+		if c := liveAgent(ctx, p); c != nil {
+			defer c.Close()
+			var dr localapi.DecisionResponse
+			if _, err := c.Do(ctx, "POST", "proposals/"+args[0]+"/decline", localapi.DecideRequest{DecidedVia: localapi.ViaCLI}, &dr, nil); err != nil {
+				return apiFailure("declined", err)
+			}
+			fmt.Fprintf(e.Stdout, "declined %s: %q was discarded; its idempotency key stays spent.\n", dr.Proposal.ID, dr.Proposal.Name)
+			return nil
 		}
 		s, err := open(ctx)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/device"
+	"github.com/roomrelay/roomrelay/agent/localapi"
 )
 
 func init() {
@@ -34,7 +35,17 @@ func setupStatus(fs *flag.FlagSet, e *Env) Runner {
 		if err != nil {
 			return err
 		}
-		r, verdict := device.Diagnose(p)
+		// The running agent's own answer when it runs; the status file
+		// otherwise.
+		var live *agent.Status
+		if c := liveAgent(ctx, p); c != nil {
+			var st localapi.StatusResponse
+			if _, err := c.Do(ctx, "GET", "status", nil, &st, nil); err == nil {
+				live = &st.Status
+			}
+			c.Close()
+		}
+		r, verdict := device.DiagnoseLive(p, live)
 		code := statusExit[verdict]
 		if *asJSON {
 			if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {

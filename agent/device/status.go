@@ -27,6 +27,9 @@ type Report struct {
 	// no longer running last recorded (its connection facts are history).
 	Agent   *agent.Status `json:"agent,omitempty"`
 	LastRun *LastRun      `json:"last_run,omitempty"`
+	// Source says where Agent came from: local_api (the running agent
+	// answered) or status_file.
+	Source string `json:"source,omitempty"`
 }
 
 // LastRun is what a stopped (or killed) agent last wrote.
@@ -53,8 +56,12 @@ const enrollFix = "get a pairing code (`roomrelay hub pair --project P` on the h
 // what to do, from the identity and the running agent's status file. A
 // status file written for an earlier identity, by a dead process or by an
 // agent that stopped is never reported as the present.
-func Diagnose(p Paths) (Report, Verdict) {
-	r, v := diagnose(p)
+func Diagnose(p Paths) (Report, Verdict) { return DiagnoseLive(p, nil) }
+
+// DiagnoseLive is Diagnose with the running agent's status as its local
+// API answered it (nil: read the status file).
+func DiagnoseLive(p Paths, live *agent.Status) (Report, Verdict) {
+	r, v := diagnose(p, live)
 	return r.printable(), v
 }
 
@@ -94,7 +101,7 @@ func printableAll(ss []string) []string {
 	return out
 }
 
-func diagnose(p Paths) (Report, Verdict) {
+func diagnose(p Paths, live *agent.Status) (Report, Verdict) {
 	cfg, err := LoadConfig(p)
 	if err != nil {
 		if KindOf(err) == KindNotEnrolled {
@@ -111,10 +118,15 @@ func diagnose(p Paths) (Report, Verdict) {
 	}
 	reenroll := "enroll again with a new pairing code: `roomrelay enroll --hub " + cfg.Hub + " --code CODE`"
 	st, err := agent.ReadStatusFile(p.State)
+	r.Source = "status_file"
+	if live != nil {
+		st, err = *live, nil
+		r.Source = "local_api"
+	}
 	if err == nil && aboutAnother(st, cfg) {
 		err = fs.ErrNotExist // none of it is about this enrollment
 	}
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !proc.Alive(st.PID)) || (err == nil && st.State == agent.StateStopped) {
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && live == nil && !proc.Alive(st.PID)) || (err == nil && st.State == agent.StateStopped) {
 		r.State = "not_running"
 		r.Problem = "the agent is not running"
 		r.Fix = "start it: `roomrelay run`, or `roomrelay install` to run it as a service"

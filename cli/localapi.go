@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/roomrelay/roomrelay/agent/device"
+	"github.com/roomrelay/roomrelay/agent/localapi"
+)
+
+// liveAgent is a client of the running agent's local API, or nil when no
+// agent answers (no discovery file, or a stale one): the caller then works
+// on the files, as without an agent. While an agent runs its changes go
+// through it, so there is one writer and each change is audited with
+// decided_via cli.
+func liveAgent(ctx context.Context, p device.Paths) *localapi.Client {
+	c, _, err := localapi.Discover(ctx, p.Config)
+	if err != nil {
+		return nil
+	}
+	c.Name = "roomrelay-cli/" + Version
+	return c
+}
+
+// apiFailure turns a local API refusal into the CLI's error and exit code.
+func apiFailure(verb string, err error) error {
+	var ae *localapi.APIError
+	if !errors.As(err, &ae) {
+		return fmt.Errorf("%s through the running agent: %w", verb, err)
+	}
+	switch ae.Code {
+	case "invalid_args":
+		return exitErr(ExitUsage, errors.New(ae.Message))
+	default:
+		return fmt.Errorf("not %s: %s (%s)", verb, ae.Message, ae.Code)
+	}
+}

@@ -397,3 +397,20 @@ func TestLastErrorIsStoredPrintable(t *testing.T) {
 		t.Errorf("last error stored as %q", got)
 	}
 }
+
+// TestHelloCarriesTheAuditHead: the hello reports Config.AuditHead, the
+// anchor the hub keeps off the device (#24 finding 12).
+func TestHelloCarriesTheAuditHead(t *testing.T) {
+	hub := newTestHub(t)
+	head := &relay.AuditHead{Seq: 42, Hash: strings.Repeat("ab", 32)}
+	a := newTestAgent(t, hub, "", func(c *Config) { c.AuditHead = func() *relay.AuditHead { return head } })
+	start(t, a)
+	select {
+	case h := <-hub.hellos:
+		if h.AuditHead == nil || *h.AuditHead != *head {
+			t.Fatalf("hello audit head %+v, want %+v", h.AuditHead, head)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("no hello")
+	}
+}

@@ -370,6 +370,10 @@ func (a *Agent) handshake(conn *websocket.Conn) (*relay.Welcome, error) {
 	if a.cfg.Provider != nil {
 		prov = a.cfg.Provider()
 	}
+	var head *relay.AuditHead
+	if a.cfg.AuditHead != nil {
+		head = a.cfg.AuditHead()
+	}
 	b, err := relay.Encode(&relay.Hello{
 		Protocol:     relay.ProtocolVersion,
 		AgentVersion: a.cfg.Version,
@@ -378,6 +382,7 @@ func (a *Agent) handshake(conn *websocket.Conn) (*relay.Welcome, error) {
 		Policy:       policy,
 		Rooms:        rooms,
 		Provider:     prov,
+		AuditHead:    head,
 	})
 	if err != nil {
 		return nil, err

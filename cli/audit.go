@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 func init() {
@@ -95,6 +97,12 @@ func setupAuditVerify(fs *flag.FlagSet, e *Env) Runner {
 				return err
 			}
 		}
+		// The hub's anchor: a log deleted, truncated or rewritten reads as
+		// a gap here even when what is left verifies.
+		gap, _, aerr := anchorGap(ctx, p, nil, "")
+		if aerr != nil && !errors.Is(aerr, errNoAnchor) {
+			fmt.Fprintf(e.Stderr, "note: could not compare with the hub's audit anchor: %s\n", relay.Printable(aerr.Error()))
+		}
 		if *asJSON {
 			if rep.Files == nil {
 				rep.Files = []string{}
@@ -108,14 +116,17 @@ func setupAuditVerify(fs *flag.FlagSet, e *Env) Runner {
 				RotatedAway uint64 `json:"rotated_away"`
 				NoLog       bool   `json:"no_log,omitempty"`
 				CommandsRan int    `json:"commands_ran,omitempty"`
-			}{rep, rep.OK() && ran == 0, rep.RotatedAway(), rep.Lines == 0 && ran > 0, ran}
+				AnchorGap   string `json:"anchor_gap,omitempty"`
+			}{rep, rep.OK() && ran == 0 && gap == "", rep.RotatedAway(), rep.Lines == 0 && ran > 0, ran, gap}
 			if err := json.NewEncoder(e.Stdout).Encode(out); err != nil {
 				return err
 			}
+		} else if gap != "" {
+			fmt.Fprintf(e.Stdout, "audit log GAP: %s\n", gap)
 		} else {
 			printVerify(e, rep, ran)
 		}
-		if !rep.OK() || ran > 0 {
+		if !rep.OK() || ran > 0 || gap != "" {
 			return silent(ExitFailure)
 		}
 		return nil

@@ -140,6 +140,9 @@ func (d *doctor) run(ctx context.Context) []check {
 	d.service(ctx)
 	d.sandbox()
 	d.audit(ctx)
+	if cfg != nil && token != "" {
+		d.auditAnchor(ctx, cfg, token)
+	}
 	return d.checks
 }
 
@@ -299,6 +302,23 @@ func (d *doctor) audit(ctx context.Context) {
 		d.add("audit log", "ok", "empty: no command has reached this device", "")
 	default:
 		d.add("audit log", "ok", fmt.Sprintf("%d lines, the hash chain verifies", rep.Lines), "")
+	}
+}
+
+// auditAnchor compares the local audit log with the anchor the hub keeps
+// (the furthest head the agent reported): a deleted, truncated or
+// rewritten log fails here even when what is left verifies.
+func (d *doctor) auditAnchor(ctx context.Context, cfg *device.Config, token string) {
+	gap, anchor, err := anchorGap(ctx, d.p, cfg, token)
+	switch {
+	case err != nil:
+		d.add("audit anchor", "warn", "not compared with the hub's: "+err.Error(), "")
+	case gap != "":
+		d.add("audit anchor", "fail", gap, "keep the remaining files for an investigation; the hub keeps its anchor (re-enrolling starts a new device record)")
+	case anchor.Seq == 0:
+		d.add("audit anchor", "ok", "the hub holds no audit head for this device yet", "")
+	default:
+		d.add("audit anchor", "ok", fmt.Sprintf("the log reaches the hub's anchor (seq %d)", anchor.Seq), "")
 	}
 }
 

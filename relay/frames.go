@@ -79,6 +79,9 @@ type Hello struct {
 	// source is reachable (#21); absent from an older agent, ignored by an
 	// older hub.
 	Provider *ProviderState `json:"provider,omitempty"`
+	// AuditHead is where the device's audit log ends (optional: a hub
+	// ignores it if absent or malformed).
+	AuditHead *AuditHead `json:"audit_head,omitempty"`
 }
 
 // ProviderState is the device's room provider as the hub is told of it: in

@@ -107,6 +107,7 @@ type Daemon struct {
 	agent   *agent.Agent
 	store   *rooms.Store
 	audit   *audit.Log
+	anchor  auditAnchor // what the hub was last told of the audit head (Run's goroutine)
 	limiter *allowlist.Limiter
 	lock    *os.File // the state dir's lock, held while open
 	damaged string   // why the rooms store failed its check at open; "" if it passed
@@ -195,7 +196,9 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		Rooms:    d.directory,
 		Provider: d.providerState,
 		Guard:    d.guard,
-		Audit:    d.record,
+		// The audit anchor (audithead.go).
+		AuditHead: d.auditHead,
+		Audit:     d.record,
 
 		OnStatus: d.publishStatus,
 
@@ -341,6 +344,7 @@ func (d *Daemon) housekeep(ctx context.Context) {
 			return
 		case <-t.C:
 			d.poke(ctx, false)
+			d.announceAuditHead(ctx)
 		case <-changes:
 			d.poke(ctx, true)
 			step = 0

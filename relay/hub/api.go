@@ -35,6 +35,8 @@ func (h *Hub) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, hubapi.DeviceSelf{DeviceID: d.ID, Projects: d.Projects, ServerTime: h.cfg.Now().UTC()})
 		return nil
 	}))
+	// The device's own token: the audit anchor (audithead.go).
+	mux.HandleFunc("GET /v1/device/audit-head", h.api(h.handleAuditHead))
 	// The device's own token: `roomrelay unenroll`.
 	mux.HandleFunc("POST /v1/unenroll", h.api(func(w http.ResponseWriter, r *http.Request) error {
 		d, err := h.Unenroll(r.Context(), bearer(r))

@@ -110,7 +110,8 @@ func (h *Hub) applyHello(d *deviceRec, hello *relay.Hello) {
 func (h *Hub) recordHello(ctx context.Context, d *deviceRec, rev uint64, hello *relay.Hello) (*deviceRec, error) {
 	next := *d
 	h.applyHello(&next, hello)
-	if !d.LastSeen.IsZero() && next.AgentVersion == d.AgentVersion && next.OS == d.OS && samePolicy(next.Policy, d.Policy) {
+	moved := advanceAuditHead(&next, hello.AuditHead, h.cfg.Now().UTC())
+	if !moved && !d.LastSeen.IsZero() && next.AgentVersion == d.AgentVersion && next.OS == d.OS && samePolicy(next.Policy, d.Policy) {
 		return d, nil
 	}
 	nrev, err := h.st.devices.Update(ctx, d.ID, mustJSON(&next), rev)
@@ -126,6 +127,7 @@ func (h *Hub) recordHello(ctx context.Context, d *deviceRec, rev uint64, hello *
 			return errRevokedToken
 		}
 		h.applyHello(d, hello)
+		advanceAuditHead(d, hello.AuditHead, h.cfg.Now().UTC())
 		return nil
 	})
 }

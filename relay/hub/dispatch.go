@@ -104,6 +104,8 @@ func (s *session) handleEvent(ev *relay.Event) {
 		if _, err := h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error { d.Policy = cleanPolicy(d, pol); return nil }); err != nil {
 			s.log().Warn("record policy", "err", err)
 		}
+	case relay.EventAuditHead:
+		s.recordAuditHead(ctx, ev.Data)
 	case relay.EventRoomsChanged:
 		var rc relay.RoomsChanged
 		if json.Unmarshal(ev.Data, &rc) != nil || rc.Rooms == nil {

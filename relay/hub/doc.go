@@ -21,6 +21,8 @@
 //	POST /v1/pairing-codes        admin  {project, ttl_seconds?} → 201 {code, project, expires_at}
 //	POST /v1/enroll               -      {code, device_name, os} → 200 {device_id, token, project, projects}
 //	                                     with a device bearer token: adds the project to that device
+//	GET  /v1/device/audit-head    device → {device_id, seq, hash, reported_at}: the audit anchor,
+//	                                     the furthest audit head the device reported (hello, audit_head)
 //	GET  /v1/devices[?project=P]  admin  → {devices: [device...]}
 //	GET  /v1/devices/{id}         admin  → device (presence, projects, policy, os, agent_version, last_seen)
 //	POST /v1/devices/{id}/revoke  admin  → device (revoked; its socket is closed with 4003)

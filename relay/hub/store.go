@@ -73,6 +73,7 @@ type deviceRec struct {
 	AgentVersion string                `json:"agent_version,omitempty"`
 	Policy       []relay.ProjectPolicy `json:"policy,omitempty"`
 	LastSeen     time.Time             `json:"last_seen,omitzero"`
+	AuditHead    *auditHeadRec         `json:"audit_head,omitempty"` // audithead.go
 }
 
 func (d *deviceRec) hasProject(p string) bool {

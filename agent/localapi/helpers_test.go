@@ -20,7 +20,7 @@ import (
 // testAPI is a real server on a real unix socket in a temp dir, with a real
 // rooms store and audit log.
 type testAPI struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	client  *Client
 	store   *rooms.Store
@@ -33,7 +33,7 @@ type testAPI struct {
 	done    chan error
 }
 
-func startAPI(t *testing.T, adjust func(*Config)) *testAPI {
+func startAPI(t testing.TB, adjust func(*Config)) *testAPI {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -133,7 +133,7 @@ func errCode(m map[string]any) string {
 
 // eventReader reads an event stream line by line.
 type eventReader struct {
-	t    *testing.T
+	t    testing.TB
 	resp *http.Response
 	sc   *bufio.Scanner
 }

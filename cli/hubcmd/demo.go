@@ -37,8 +37,9 @@ func init() {
 loopback port, a pairing code, enrollment (file credential store inside the
 temp dir, so the demo never touches your keyring), a local Room, the owner's
 allowlist, commands through the hub, refusals, a proposal through the review
-gate with a smoke-run in the sandbox, the audit log, and the device going
-offline. Prints what happened with the timings it measured; exits 0 when every
+gate with a smoke-run in the sandbox, the example desktop app (from a
+checkout with node: it provides a Room, closes, reopens and installs an
+approved snippet), the audit log, and the device going offline. Prints what happened with the timings it measured; exits 0 when every
 step behaved as expected.`,
 		Setup: setupDemo,
 	})
@@ -347,6 +348,7 @@ func (d *demo) run(ctx context.Context, sandboxConfig func() (sandbox.Config, er
 	}
 	defer mcpSession.Close()
 	d.mcpStep(ctx, mcpCall, mcpSession, p.Data, room.ID, files, pool != nil && runtimeOK)
+	d.desktopAppStep(ctx, mcpCall, filepath.Join(d.dir, "device"), p.Config, room.ID)
 
 	// --- audit -------------------------------------------------------------
 	entries, err := dm.Audit().Query(audit.Filter{Limit: 4})

@@ -1,7 +1,6 @@
 package hubcmd
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -26,9 +25,9 @@ func TestAdminCommandsFindTheHubByHome(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var hubErr bytes.Buffer
+	var hubErr testutil.SyncBuffer // the hub's logger and its banner write from several goroutines
 	go func() {
-		e := &cli.Env{Stdout: &bytes.Buffer{}, Stderr: &hubErr, Getenv: func(string) string { return "" }}
+		e := &cli.Env{Stdout: &testutil.SyncBuffer{}, Stderr: &hubErr, Getenv: func(string) string { return "" }}
 		done <- cli.Main(ctx, []string{"hub", "--home", home, "--listen", addr}, e)
 	}()
 	defer func() { cancel(); <-done }()

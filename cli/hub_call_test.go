@@ -92,7 +92,7 @@ func TestSnippetArgsIntoHubCall(t *testing.T) {
 	}
 	for _, bad := range []struct{ stdin, arg, want string }{
 		{"[1,2]", "-", "not a JSON object"},
-		{"", "@" + filepath.Join(dir, "missing.json"), "no such file"},
+		{"", "@" + filepath.Join(dir, "missing.json"), "missing.json: open"}, // the OS words the rest
 		{"{", "-", "not a JSON object"},
 	} {
 		if code, _, errs := call(bad.stdin, "--args", bad.arg); code != ExitUsage || !strings.Contains(errs, bad.want) {

@@ -15,8 +15,12 @@ import (
 func TestSandboxWorkerLookup(t *testing.T) {
 	prefix := t.TempDir()
 	exe := filepath.Join(prefix, "bin", "roomrelay")
-	libWorker := filepath.Join(prefix, "lib", "roomrelay", workerBinary)
-	sibling := filepath.Join(prefix, "bin", workerBinary)
+	name := workerBinary
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	libWorker := filepath.Join(prefix, "lib", "roomrelay", name)
+	sibling := filepath.Join(prefix, "bin", name)
 	write := func(p string, mode os.FileMode) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -35,7 +35,9 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/bench/internal/benchutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -275,6 +277,24 @@ func (s *soak) setupAgent(ctx context.Context, a *agentProc) error {
 		if out, err := exec.CommandContext(ctx, s.bin, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("agent %d: %s: %w: %s", a.i, args[0], err, out)
 		}
+	}
+	// The soak leaves every proposal pending (nobody reviews): raise the
+	// pending bounds to their ceiling, or past the default ten per room most
+	// calls would be refused and the soak would measure refusals.
+	paths, err := device.ResolvePaths(a.home, os.Getenv)
+	if err != nil {
+		return err
+	}
+	pol, err := os.OpenFile(filepath.Join(paths.Config, daemon.PolicyFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("agent %d: policy: %w", a.i, err)
+	}
+	_, err = fmt.Fprintf(pol, "  max %s %d\n  max %s %d\n", allowlist.BoundPendingRoom, allowlist.MaxPending, allowlist.BoundPendingProject, allowlist.MaxPending)
+	if cerr := pol.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("agent %d: policy: %w", a.i, err)
 	}
 	return s.startAgent(ctx, a)
 }

@@ -2,7 +2,8 @@
 // it builds roomrelay, starts a hub (`roomrelay hub`) on loopback, pairs and
 // enrolls a device with the file credential store, starts `roomrelay run`,
 // and samples the agent from /proc over a window while it is connected and
-// again after the hub was killed (hub unreachable, agent backing off):
+// again with one event stream open on its local API (a desktop app watching
+// it), and after the hub was killed (hub unreachable, agent backing off):
 //
 //	go run ./bench/idle                      # 2 minutes per phase and build
 //	go run ./bench/idle -window 20s -json    # quicker
@@ -26,6 +27,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -37,6 +39,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/device"
+	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/bench/internal/benchutil"
 )
 
@@ -216,6 +220,36 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 	}
 	p.Name, p.AgentState = "connected", state()
 	phases = append(phases, p)
+
+	// The same agent with one desktop app's event stream open on its local
+	// API (the socket the discovery file names): what the stream costs.
+	paths, err := device.ResolvePaths(agentHome, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	lc, _, err := localapi.Discover(ctx, paths.Config)
+	if err != nil {
+		return nil, fmt.Errorf("local api: %w", err)
+	}
+	sctx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	resp, err := lc.Stream(sctx, "events?initial=1")
+	if err != nil {
+		return nil, fmt.Errorf("local api event stream: %w", err)
+	}
+	defer resp.Body.Close()
+	go io.Copy(io.Discard, resp.Body) // read every line, as an app does
+	if err := benchutil.Sleep(ctx, settle); err != nil {
+		return nil, err
+	}
+	log.Info("measuring connected with one event stream", "window", window)
+	p, err = measure(ctx, agent.cmd.Process.Pid, window)
+	if err != nil {
+		return nil, err
+	}
+	p.Name, p.AgentState = "events", state()
+	phases = append(phases, p)
+	stopStream()
 
 	log.Info("killing the hub")
 	hub.kill()

@@ -76,7 +76,10 @@ func TestKickClosesOnlyTheDevicesOlderSessions(t *testing.T) {
 // the upgrade and the writer runs only while there is something to write.
 // The heartbeat keeps coming (each ping starts a writer that exits again).
 func TestIdleSessionHasOneGoroutine(t *testing.T) {
-	th := startHub(t, Config{Heartbeat: 50 * time.Millisecond})
+	// 250 ms: a 50 ms heartbeat (a 125 ms read deadline) once dropped a
+	// session on a machine starved by other builds, and the test then read
+	// a session that was gone.
+	th := startHub(t, Config{Heartbeat: 250 * time.Millisecond})
 	const n = 10
 	type agent struct {
 		conn  *websocket.Conn
@@ -109,7 +112,11 @@ func TestIdleSessionHasOneGoroutine(t *testing.T) {
 	waitFor(t, "one goroutine per idle session", func() bool { return runtime.NumGoroutine()-before <= 2*n+3 })
 	for i, a := range agents {
 		waitFor(t, "heartbeat pings", func() bool { return a.pings.Load() >= 3 })
-		s := th.localSessions(devs[i])[0]
+		ss := th.localSessions(devs[i])
+		if len(ss) != 1 {
+			t.Fatalf("device %d holds %d sessions, want 1 (its session was dropped)", i, len(ss))
+		}
+		s := ss[0]
 		waitFor(t, "the writer to exit between pings", func() bool {
 			s.qmu.Lock()
 			defer s.qmu.Unlock()

@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -96,38 +96,19 @@ func setupApproverLink(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupApproverList(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	asJSON := fs.Bool("json", false, "print JSON")
-	return func(ctx context.Context, args []string) error {
-		if len(args) > 0 {
-			return usagef("no arguments are taken")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		as, err := cl.Approvers(ctx)
-		if err != nil {
-			return hubCallErr(err)
-		}
-		if *asJSON {
-			return json.NewEncoder(e.Stdout).Encode(hubapi.ApproverList{Approvers: as})
-		}
-		if len(as) == 0 {
-			fmt.Fprintln(e.Stderr, "no approvers; add one with `roomrelay hub approver add NAME --project P`")
-			return nil
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tPROJECTS\tMAX SCOPE\tCREATED")
-		for _, a := range as {
+	return adminList[hubapi.Approver]{
+		fetch:  func(ctx context.Context, cl *hubclient.Client) ([]hubapi.Approver, error) { return cl.Approvers(ctx) },
+		body:   func(as []hubapi.Approver) any { return hubapi.ApproverList{Approvers: as} },
+		empty:  "no approvers; add one with `roomrelay hub approver add NAME --project P`",
+		header: []string{"ID", "NAME", "PROJECTS", "MAX SCOPE", "CREATED"},
+		row: func(a hubapi.Approver) []string {
 			created := a.CreatedAt.Local().Format(time.DateTime)
 			if a.Removed {
 				created += " (removed)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(a.Name), cell(strings.Join(a.Projects, ",")), a.MaxScope, created)
-		}
-		return tw.Flush()
-	}
+			return []string{cell(a.ID), cell(a.Name), cell(strings.Join(a.Projects, ",")), a.MaxScope, created}
+		},
+	}.runner(fs, e)
 }
 
 func setupApproverRemove(fs *flag.FlagSet, e *Env) Runner {
@@ -150,31 +131,15 @@ func setupApproverRemove(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupOAuthGrants(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
 	project := fs.String("project", "", "only this project's grants")
-	asJSON := fs.Bool("json", false, "print JSON")
-	return func(ctx context.Context, args []string) error {
-		if len(args) > 0 {
-			return usagef("no arguments are taken")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		gs, err := cl.OAuthGrants(ctx, *project)
-		if err != nil {
-			return hubCallErr(err)
-		}
-		if *asJSON {
-			return json.NewEncoder(e.Stdout).Encode(hubapi.OAuthGrantList{Grants: gs})
-		}
-		if len(gs) == 0 {
-			fmt.Fprintln(e.Stderr, "no OAuth grants")
-			return nil
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "GRANT\tCLIENT\tPROJECT\tSCOPE\tDEVICE\tAPPROVED\tLAST USED")
-		for _, g := range gs {
+	return adminList[hubapi.OAuthGrant]{
+		fetch: func(ctx context.Context, cl *hubclient.Client) ([]hubapi.OAuthGrant, error) {
+			return cl.OAuthGrants(ctx, *project)
+		},
+		body:   func(gs []hubapi.OAuthGrant) any { return hubapi.OAuthGrantList{Grants: gs} },
+		empty:  "no OAuth grants",
+		header: []string{"GRANT", "CLIENT", "PROJECT", "SCOPE", "DEVICE", "APPROVED", "LAST USED"},
+		row: func(g hubapi.OAuthGrant) []string {
 			dev := g.Device
 			if dev == "" {
 				dev = "-"
@@ -183,11 +148,10 @@ func setupOAuthGrants(fs *flag.FlagSet, e *Env) Runner {
 			if g.Revoked {
 				used += " (revoked)"
 			}
-			fmt.Fprintf(tw, "%s\t%s (unverified)\t%s\t%s\t%s\t%s by %s\t%s\n", cell(g.ID), cell(g.ClientName), cell(g.Project), g.Scope,
-				cell(dev), g.ApprovedVia, cell(g.ApprovedBy), used)
-		}
-		return tw.Flush()
-	}
+			return []string{cell(g.ID), cell(g.ClientName) + " (unverified)", cell(g.Project), g.Scope,
+				cell(dev), g.ApprovedVia + " by " + cell(g.ApprovedBy), used}
+		},
+	}.runner(fs, e)
 }
 
 func setupOAuthRevoke(fs *flag.FlagSet, e *Env) Runner {
@@ -210,34 +174,17 @@ func setupOAuthRevoke(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupOAuthClients(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	asJSON := fs.Bool("json", false, "print JSON")
-	return func(ctx context.Context, args []string) error {
-		if len(args) > 0 {
-			return usagef("no arguments are taken")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		cs, err := cl.OAuthClients(ctx)
-		if err != nil {
-			return hubCallErr(err)
-		}
-		if *asJSON {
-			return json.NewEncoder(e.Stdout).Encode(hubapi.OAuthClientList{Clients: cs})
-		}
-		if len(cs) == 0 {
-			fmt.Fprintln(e.Stderr, "no registered OAuth clients")
-			return nil
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT\tNAME\tREDIRECTS\tREGISTERED")
-		for _, c := range cs {
-			fmt.Fprintf(tw, "%s\t%s (unverified)\t%s\t%s\n", cell(c.ID), cell(c.Name), cell(strings.Join(c.RedirectURIs, " ")), c.CreatedAt.Local().Format(time.DateTime))
-		}
-		return tw.Flush()
-	}
+	return adminList[hubapi.OAuthClient]{
+		fetch: func(ctx context.Context, cl *hubclient.Client) ([]hubapi.OAuthClient, error) {
+			return cl.OAuthClients(ctx)
+		},
+		body:   func(cs []hubapi.OAuthClient) any { return hubapi.OAuthClientList{Clients: cs} },
+		empty:  "no registered OAuth clients",
+		header: []string{"CLIENT", "NAME", "REDIRECTS", "REGISTERED"},
+		row: func(c hubapi.OAuthClient) []string {
+			return []string{cell(c.ID), cell(c.Name) + " (unverified)", cell(strings.Join(c.RedirectURIs, " ")), c.CreatedAt.Local().Format(time.DateTime)}
+		},
+	}.runner(fs, e)
 }
 
 func setupOAuthForget(fs *flag.FlagSet, e *Env) Runner {

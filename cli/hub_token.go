@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -73,30 +73,14 @@ func setupHubTokenCreate(fs *flag.FlagSet, e *Env) Runner {
 
 // setupHubTokenList parses the flags of `roomrelay hub token list` and returns its runner.
 func setupHubTokenList(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	asJSON := fs.Bool("json", false, "print JSON")
-	return func(ctx context.Context, args []string) error {
-		if len(args) > 0 {
-			return usagef("no arguments are taken")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		ts, err := cl.ClientTokens(ctx)
-		if err != nil {
-			return hubCallErr(err)
-		}
-		if *asJSON {
-			return json.NewEncoder(e.Stdout).Encode(hubapi.ClientTokenList{Tokens: ts})
-		}
-		if len(ts) == 0 {
-			fmt.Fprintln(e.Stderr, "no client tokens; create one with `roomrelay hub token create --project P --scope read`")
-			return nil
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tPROJECT\tSCOPE\tCREATED\tLAST USED")
-		for _, t := range ts {
+	return adminList[hubapi.ClientToken]{
+		fetch: func(ctx context.Context, cl *hubclient.Client) ([]hubapi.ClientToken, error) {
+			return cl.ClientTokens(ctx)
+		},
+		body:   func(ts []hubapi.ClientToken) any { return hubapi.ClientTokenList{Tokens: ts} },
+		empty:  "no client tokens; create one with `roomrelay hub token create --project P --scope read`",
+		header: []string{"ID", "NAME", "PROJECT", "SCOPE", "CREATED", "LAST USED"},
+		row: func(t hubapi.ClientToken) []string {
 			used := "never"
 			if !t.LastUsed.IsZero() {
 				used = t.LastUsed.Local().Format(time.DateTime)
@@ -104,10 +88,9 @@ func setupHubTokenList(fs *flag.FlagSet, e *Env) Runner {
 			if t.Revoked {
 				used += " (revoked)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, t.CreatedAt.Local().Format(time.DateTime), used)
-		}
-		return tw.Flush()
-	}
+			return []string{cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, t.CreatedAt.Local().Format(time.DateTime), used}
+		},
+	}.runner(fs, e)
 }
 
 // setupHubTokenRevoke parses the flags of `roomrelay hub token revoke` and returns its runner.

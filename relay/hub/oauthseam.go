@@ -103,3 +103,12 @@ func Unavailable(what string, err error) error { return unavailable(what, err) }
 
 // Bearer is the request's bearer token, or "".
 func Bearer(r *http.Request) string { return bearer(r) }
+
+// GetJSON reads key and decodes it into a T, with the entry's revision for
+// a later compare-and-set: the hub's own KV read, for the OAuth store.
+func GetJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
+	return getJSON[T](ctx, kv, key)
+}
+
+// MustJSON encodes one of the hub's own plain record structs.
+func MustJSON(v any) []byte { return mustJSON(v) }

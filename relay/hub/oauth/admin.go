@@ -54,7 +54,7 @@ func listJSON[T any](ctx context.Context, kv jetstream.KeyValue, filter string) 
 	}
 	var out []*T
 	for _, k := range keys {
-		v, _, err := getJSON[T](ctx, kv, k)
+		v, _, err := hub.GetJSON[T](ctx, kv, k)
 		if notFound(err) {
 			continue
 		}
@@ -107,13 +107,13 @@ func (s *Server) RevokeGrant(ctx context.Context, id, why string) (*hubapi.OAuth
 	if !strings.HasPrefix(id, "gr-") || len(id) > 40 {
 		return nil, errNoGrant
 	}
-	if _, _, err := getJSON[grantRec](ctx, b.Grants, "g."+id); notFound(err) {
+	if _, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+id); notFound(err) {
 		return nil, errNoGrant
 	}
 	if err := s.revokeGrant(ctx, id, why); err != nil {
 		return nil, err
 	}
-	g, _, err := getJSON[grantRec](ctx, b.Grants, "g."+id)
+	g, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+id)
 	if err != nil {
 		return nil, hub.Unavailable("read the grant", err)
 	}
@@ -212,7 +212,7 @@ func (s *Server) handleApproverAdd(w http.ResponseWriter, r *http.Request) error
 	}
 	a := &approverRec{ID: newID("ap-"), Name: name, Projects: slices.Compact(slices.Sorted(slices.Values(req.Projects))),
 		MaxScope: req.MaxScope, CreatedAt: s.cfg.Now().UTC()}
-	if _, err := b.Approvers.Create(r.Context(), "a."+a.ID, mustJSON(a)); err != nil {
+	if _, err := b.Approvers.Create(r.Context(), "a."+a.ID, hub.MustJSON(a)); err != nil {
 		return hub.Unavailable("store the approver", err)
 	}
 	s.log.Info("oauth approver added", "approver", a.ID, "projects", a.Projects)
@@ -232,7 +232,7 @@ func (s *Server) loginLink(ctx context.Context, a *approverRec) (*hubapi.Approve
 	}
 	tok := newSecret(PrefixLogin)
 	exp := s.cfg.Now().UTC().Add(s.cfg.LoginTTL)
-	if _, err := b.Flow.Create(ctx, "l."+hashSecret("login", tok), mustJSON(loginRec{Approver: a.ID, ExpiresAt: exp})); err != nil {
+	if _, err := b.Flow.Create(ctx, "l."+hashSecret("login", tok), hub.MustJSON(loginRec{Approver: a.ID, ExpiresAt: exp})); err != nil {
 		return nil, hub.Unavailable("store the login link", err)
 	}
 	return &hubapi.ApproverLogin{Approver: a.view(), LoginURL: s.issuer + PathLogin + "?t=" + tok, ExpiresAt: exp}, nil
@@ -246,7 +246,7 @@ func (s *Server) approverByID(ctx context.Context, id string) (*approverRec, err
 	if !strings.HasPrefix(id, "ap-") || len(id) > 40 {
 		return nil, errNoApprover
 	}
-	a, _, err := getJSON[approverRec](ctx, b.Approvers, "a."+id)
+	a, _, err := hub.GetJSON[approverRec](ctx, b.Approvers, "a."+id)
 	if notFound(err) {
 		return nil, errNoApprover
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	clientID := q.Get("client_id")
-	c, _, err := getJSON[clientRec](ctx, b.Clients, "c."+clientID)
+	c, _, err := hub.GetJSON[clientRec](ctx, b.Clients, "c."+clientID)
 	if clientID == "" || len(clientID) > 64 || notFound(err) {
 		s.m.authorizations.WithLabelValues("unknown_client").Inc()
 		s.localError(w, http.StatusBadRequest, "This sign-in link names a client the hub does not know. Start again from your MCP client (it registers itself again).")
@@ -92,7 +93,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		Challenge: q.Get("code_challenge"), Resource: s.resource, Scope: scope, BrowserHash: hashSecret("browser", browser),
 		CSRF: newSecret(""), UserCodeHash: hashSecret("user-code", userCode), Addr: s.hub.ClientAddr(r),
 		UserAgent: cut(r.UserAgent(), 200), CreatedAt: now, ExpiresAt: now.Add(s.cfg.RequestTTL)}
-	if _, err := b.Flow.Create(ctx, "r."+p.ID, mustJSON(p)); err != nil {
+	if _, err := b.Flow.Create(ctx, "r."+p.ID, hub.MustJSON(p)); err != nil {
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the request. Retry in a moment.")
 		return
 	}
@@ -201,11 +202,11 @@ func (s *Server) approver(r *http.Request) *signedIn {
 	if err != nil {
 		return nil
 	}
-	sess, _, err := getJSON[sessionRec](r.Context(), b.Sessions, "s."+hashSecret("session", tok))
+	sess, _, err := hub.GetJSON[sessionRec](r.Context(), b.Sessions, "s."+hashSecret("session", tok))
 	if err != nil || s.cfg.Now().After(sess.ExpiresAt) {
 		return nil
 	}
-	a, _, err := getJSON[approverRec](r.Context(), b.Approvers, "a."+sess.Approver)
+	a, _, err := hub.GetJSON[approverRec](r.Context(), b.Approvers, "a."+sess.Approver)
 	if err != nil || a.Removed {
 		return nil
 	}
@@ -221,7 +222,7 @@ func (s *Server) loadPending(r *http.Request, id string) (*pendingRec, uint64, s
 	if err != nil {
 		return nil, 0, "The hub could not reach its store. Retry in a moment."
 	}
-	p, rev, err := getJSON[pendingRec](r.Context(), b.Flow, "r."+id)
+	p, rev, err := hub.GetJSON[pendingRec](r.Context(), b.Flow, "r."+id)
 	if err != nil || s.cfg.Now().After(p.ExpiresAt) {
 		return nil, 0, "This approval request expired or is unknown. Start again from your MCP client."
 	}
@@ -302,7 +303,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, p *pendingRec, r
 		return false
 	}
 	p.Decided = state
-	if _, err := b.Flow.Update(r.Context(), "r."+p.ID, mustJSON(p), rev); err != nil {
+	if _, err := b.Flow.Update(r.Context(), "r."+p.ID, hub.MustJSON(p), rev); err != nil {
 		if isRevMismatch(err) {
 			s.localError(w, http.StatusConflict, "This request was already decided. Start again from your MCP client if you need to.")
 			return false
@@ -324,7 +325,7 @@ func (s *Server) issueCodeRedirect(w http.ResponseWriter, r *http.Request, p *pe
 	code := newSecret(PrefixCode)
 	rec := codeRec{Client: p.Client, ClientName: p.ClientName, RedirectURI: p.RedirectURI, Challenge: p.Challenge,
 		Resource: p.Resource, Approval: *p.Approval, ExpiresAt: s.cfg.Now().UTC().Add(s.cfg.CodeTTL)}
-	if _, err := b.Flow.Create(r.Context(), "z."+hashSecret("code", code), mustJSON(rec)); err != nil {
+	if _, err := b.Flow.Create(r.Context(), "z."+hashSecret("code", code), hub.MustJSON(rec)); err != nil {
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the code. Start again from your MCP client.")
 		return
 	}
@@ -397,7 +398,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		s.localError(w, http.StatusBadRequest, "This login link was already used. Ask the hub's operator for a new one.")
 		return
 	}
-	a, _, err := getJSON[approverRec](r.Context(), b.Approvers, "a."+lr.Approver)
+	a, _, err := hub.GetJSON[approverRec](r.Context(), b.Approvers, "a."+lr.Approver)
 	if err != nil || a.Removed {
 		s.localError(w, http.StatusForbidden, "This approver was removed.")
 		return
@@ -405,7 +406,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	sess := newSecret(prefixSession)
 	now := s.cfg.Now().UTC()
 	if _, err := b.Sessions.Create(r.Context(), "s."+hashSecret("session", sess),
-		mustJSON(sessionRec{Approver: a.ID, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)})); err != nil {
+		hub.MustJSON(sessionRec{Approver: a.ID, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)})); err != nil {
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not start the session. Retry in a moment.")
 		return
 	}

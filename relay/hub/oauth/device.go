@@ -43,7 +43,7 @@ func (s *Server) pendingByCode(r *http.Request) (*hubapi.DeviceSelf, *pendingRec
 	if err != nil {
 		return nil, nil, 0, hub.Unavailable("read the approval", err)
 	}
-	p, rev, err := getJSON[pendingRec](r.Context(), b.Flow, "r."+string(e.Value()))
+	p, rev, err := hub.GetJSON[pendingRec](r.Context(), b.Flow, "r."+string(e.Value()))
 	if notFound(err) {
 		return nil, nil, 0, errUnknownCode
 	}
@@ -122,7 +122,7 @@ func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if _, err := b.Flow.Update(r.Context(), "r."+p.ID, mustJSON(p), rev); err != nil {
+	if _, err := b.Flow.Update(r.Context(), "r."+p.ID, hub.MustJSON(p), rev); err != nil {
 		if isRevMismatch(err) {
 			return errDecided
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // Dynamic client registration (RFC 7591): public clients only, and only
@@ -198,7 +200,7 @@ func (s *Server) register(r *http.Request) (*clientRec, error) {
 		return nil, err
 	}
 	c := &clientRec{ID: newID("rrcl-"), Name: name, RedirectURIs: ok, CreatedAt: s.cfg.Now().UTC()}
-	if _, err := b.Clients.Create(r.Context(), "c."+c.ID, mustJSON(c)); err != nil {
+	if _, err := b.Clients.Create(r.Context(), "c."+c.ID, hub.MustJSON(c)); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -2,9 +2,7 @@ package oauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -161,26 +159,6 @@ func (s *Server) kv() (hub.OAuthBuckets, error) {
 	return b, nil
 }
 
-func getJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
-	e, err := kv.Get(ctx, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	var v T
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return nil, 0, fmt.Errorf("decode %s/%s: %w", kv.Bucket(), key, err)
-	}
-	return &v, e.Revision(), nil
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("oauth: marshal %T: %v", v, err)) // only our own plain structs
-	}
-	return b
-}
-
 func notFound(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
 }
@@ -196,7 +174,7 @@ var errContention = errors.New("too much contention on one record")
 // concurrent write. fn returning errSkip leaves the record as it is.
 func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(*T) error) (*T, error) {
 	for range 16 {
-		v, rev, err := getJSON[T](ctx, kv, key)
+		v, rev, err := hub.GetJSON[T](ctx, kv, key)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +184,7 @@ func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn fu
 			}
 			return nil, err
 		}
-		if _, err := kv.Update(ctx, key, mustJSON(v), rev); err != nil {
+		if _, err := kv.Update(ctx, key, hub.MustJSON(v), rev); err != nil {
 			if isRevMismatch(err) {
 				continue
 			}
@@ -237,7 +215,7 @@ func (s *Server) revokeGrant(ctx context.Context, id, why string) error {
 		return nil
 	})
 	if notFound(err) {
-		_, err = b.Grants.Create(ctx, "g."+id, mustJSON(grantRec{ID: id, Revoked: true, RevokedAt: now, RevokedWhy: why, CreatedAt: now}))
+		_, err = b.Grants.Create(ctx, "g."+id, hub.MustJSON(grantRec{ID: id, Revoked: true, RevokedAt: now, RevokedWhy: why, CreatedAt: now}))
 		if err != nil && !isKeyExists(err) {
 			return hub.Unavailable("revoke the grant", err)
 		}

@@ -87,7 +87,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, ver
 	}
 	key := "z." + hashSecret("code", code)
 	for range 4 {
-		c, rev, err := getJSON[codeRec](ctx, b.Flow, key)
+		c, rev, err := hub.GetJSON[codeRec](ctx, b.Flow, key)
 		if notFound(err) {
 			return nil, bad("invalid_grant", "the code is unknown or expired")
 		}
@@ -120,7 +120,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, ver
 		if ok {
 			c.Grant = newID("gr-")
 		}
-		if _, err := b.Flow.Update(ctx, key, mustJSON(c), rev); err != nil {
+		if _, err := b.Flow.Update(ctx, key, hub.MustJSON(c), rev); err != nil {
 			if isRevMismatch(err) {
 				continue // another exchange got there first: now a replay
 			}
@@ -137,7 +137,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, ver
 			return nil, err
 		}
 		g.Access, g.Refresh = []string{ah}, []string{rh}
-		if _, err := b.Grants.Create(ctx, "g."+g.ID, mustJSON(g)); err != nil {
+		if _, err := b.Grants.Create(ctx, "g."+g.ID, hub.MustJSON(g)); err != nil {
 			if isKeyExists(err) { // a replay revoked it meanwhile
 				return nil, bad("invalid_grant", "the code was used twice; the tokens are revoked")
 			}
@@ -164,10 +164,10 @@ func (s *Server) mint(ctx context.Context, g *grantRec, scope string) (*tokenRes
 	now := s.cfg.Now().UTC()
 	at, rt := newSecret(PrefixAccess), newSecret(PrefixRefresh)
 	ah, rh := hashSecret("access", at), hashSecret("refresh", rt)
-	if _, err := b.Tokens.Create(ctx, "a."+ah, mustJSON(accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)})); err != nil {
+	if _, err := b.Tokens.Create(ctx, "a."+ah, hub.MustJSON(accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)})); err != nil {
 		return nil, "", "", hub.Unavailable("store the token", err)
 	}
-	if _, err := b.Tokens.Create(ctx, "f."+rh, mustJSON(refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)})); err != nil {
+	if _, err := b.Tokens.Create(ctx, "f."+rh, hub.MustJSON(refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)})); err != nil {
 		return nil, "", "", hub.Unavailable("store the token", err)
 	}
 	return &tokenResponse{AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.cfg.AccessTTL / time.Second),
@@ -192,7 +192,7 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 	now := s.cfg.Now().UTC()
 	// Every check comes before the rotation: a refused request (another
 	// client, a wider scope) must not spend the token.
-	rec, rev, err := getJSON[refreshRec](ctx, b.Tokens, key)
+	rec, rev, err := hub.GetJSON[refreshRec](ctx, b.Tokens, key)
 	if notFound(err) {
 		return nil, bad("invalid_grant", "the refresh token is unknown, expired or revoked")
 	}
@@ -202,7 +202,7 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 	if now.After(rec.ExpiresAt) {
 		return nil, bad("invalid_grant", "the refresh token expired; authorize again")
 	}
-	g, _, err := getJSON[grantRec](ctx, b.Grants, "g."+rec.Grant)
+	g, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+rec.Grant)
 	if notFound(err) {
 		return nil, bad("invalid_grant", "the grant of this refresh token is gone")
 	}
@@ -237,7 +237,7 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 	// reuse, fine within the grace, a theft signal after it.
 	for rec.RotatedAt.IsZero() {
 		rec.RotatedAt = now
-		_, err := b.Tokens.Update(ctx, key, mustJSON(rec), rev)
+		_, err := b.Tokens.Update(ctx, key, hub.MustJSON(rec), rev)
 		if err == nil {
 			rec.RotatedAt = time.Time{} // this call rotated it
 			break
@@ -245,7 +245,7 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 		if !isRevMismatch(err) {
 			return nil, hub.Unavailable("rotate the refresh token", err)
 		}
-		if rec, rev, err = getJSON[refreshRec](ctx, b.Tokens, key); err != nil { // rotated concurrently
+		if rec, rev, err = hub.GetJSON[refreshRec](ctx, b.Tokens, key); err != nil { // rotated concurrently
 			return nil, bad("invalid_grant", "the refresh token is unknown, expired or revoked")
 		}
 	}
@@ -323,7 +323,7 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch {
 	case strings.HasPrefix(tok, PrefixRefresh) && len(tok) < 100:
-		rec, _, err := getJSON[refreshRec](ctx, b.Tokens, "f."+hashSecret("refresh", tok))
+		rec, _, err := hub.GetJSON[refreshRec](ctx, b.Tokens, "f."+hashSecret("refresh", tok))
 		if err == nil {
 			err = s.revokeGrant(ctx, rec.Grant, "revoked by the client (RFC 7009)")
 		} else if notFound(err) {
@@ -355,7 +355,7 @@ func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, err
 	if err != nil {
 		return nil, err
 	}
-	a, _, err := getJSON[accessRec](ctx, b.Tokens, "a."+hashSecret("access", tok))
+	a, _, err := hub.GetJSON[accessRec](ctx, b.Tokens, "a."+hashSecret("access", tok))
 	if notFound(err) {
 		return nil, hub.ErrBadClientToken
 	}
@@ -365,7 +365,7 @@ func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, err
 	if s.cfg.Now().After(a.ExpiresAt) || subtle.ConstantTimeCompare([]byte(a.Audience), []byte(s.resource)) != 1 {
 		return nil, hub.ErrBadClientToken
 	}
-	g, _, err := getJSON[grantRec](ctx, b.Grants, "g."+a.Grant)
+	g, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+a.Grant)
 	if notFound(err) {
 		return nil, hub.ErrBadClientToken
 	}

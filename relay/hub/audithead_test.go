@@ -40,6 +40,16 @@ func TestAuditAnchor(t *testing.T) {
 	hello := helloFor(dev)
 	hello.AuditHead = &relay.AuditHead{Seq: 7, Hash: hash('a')}
 	a := dialAgentHello(t, th.wsURL(), tok, hello)
+	// Welcome is sent before the hello's facts are recorded; presence
+	// naming this session comes after them.
+	sessionSetUp := func(a *fakeAgent) {
+		t.Helper()
+		waitFor(t, "session "+a.welcome.SessionID+" online", func() bool {
+			p := th.presence(dev)
+			return p.State == "online" && p.Session == a.welcome.SessionID
+		})
+	}
+	sessionSetUp(a)
 	if seq, h := anchor(); seq != 7 || h != hash('a') {
 		t.Fatalf("after hello: %d %s", seq, h)
 	}
@@ -65,7 +75,7 @@ func TestAuditAnchor(t *testing.T) {
 	// A new session after the log was deleted says seq 1: the anchor stays.
 	a.conn.Close()
 	hello.AuditHead = &relay.AuditHead{Seq: 1, Hash: hash('f')}
-	dialAgentHello(t, th.wsURL(), tok, hello)
+	sessionSetUp(dialAgentHello(t, th.wsURL(), tok, hello))
 	if seq, h := anchor(); seq != 10 || h != hash('e') {
 		t.Fatalf("a shorter chain's hello moved the anchor to %d %s", seq, h)
 	}

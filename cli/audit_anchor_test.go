@@ -15,6 +15,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 )
 
 // TestAuditVerifyComparesTheHubsAnchor: deleting the state dir once erased
@@ -70,9 +71,16 @@ func TestAuditVerifyComparesTheHubsAnchor(t *testing.T) {
 	if err := conn.WriteMessage(websocket.TextMessage, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := conn.ReadMessage(); err != nil { // welcome: the hello was recorded
+	if _, _, err := conn.ReadMessage(); err != nil { // welcome
 		t.Fatal(err)
 	}
+	// Welcome goes out before the hub records the hello's facts: wait for
+	// the anchor itself.
+	hc := hubclient.New(srv.URL(), "")
+	eventually(t, "the hub's anchor at the reported head", func() bool {
+		h, err := hc.AuditHead(context.Background(), tok)
+		return err == nil && h.Seq == head.Seq
+	})
 
 	if code, out, errs := run(t, env, "audit", "verify"); code != ExitOK || !strings.Contains(out, "audit log OK") {
 		t.Fatalf("the log that reaches the anchor: %d\n%s%s", code, out, errs)

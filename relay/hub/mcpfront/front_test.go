@@ -106,6 +106,13 @@ func fakeDevice(t *testing.T, url, token, dev string, rooms []relay.RoomEntry) {
 	if _, _, err := conn.ReadMessage(); err != nil { // welcome
 		t.Fatal(err)
 	}
+	// Welcome goes out before the hub records the hello's rooms and the
+	// presence; a call routed before them would find no device.
+	cl := hubclient.New("http"+strings.TrimPrefix(strings.TrimSuffix(url, relay.ConnectPath), "ws"), admin)
+	testutil.Eventually(t, "the fake device online", func() bool {
+		d, err := cl.Device(context.Background(), dev)
+		return err == nil && d.Presence.State == hubapi.StateOnline
+	})
 	go func() {
 		for {
 			_, data, err := conn.ReadMessage()

@@ -123,7 +123,7 @@ func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, ca
 	}
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data,
 		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger,
-		TLSConfig: tlsCfg, RuntimeDir: p.Runtime,
+		TLSConfig: tlsCfg, RuntimeDir: p.Runtime, OAuth: device.OAuthApprover{Paths: p},
 		Enrolled: func() []string {
 			if c, err := device.LoadConfig(p); err == nil {
 				return c.Projects

@@ -124,7 +124,9 @@ func startBinWorld(t *testing.T, policyExtra string) *binWorld {
 	addr := ln.Addr().String()
 	ln.Close()
 	w.hubURL = "http://" + addr
-	w.start(w.hubHome, "hub", "--listen", addr, "--heartbeat", "1s")
+	// --public-url turns the hub's OAuth authorization server on, for the
+	// device approval through the local API (oauth.test.js).
+	w.start(w.hubHome, "hub", "--listen", addr, "--public-url", w.hubURL, "--heartbeat", "1s")
 	eventually(t, "hub up", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
@@ -230,14 +232,15 @@ func runNodeScriptCtx(ctx context.Context, dir string, env []string, name string
 // TestTSClient runs clients/ts's suite against a real agent: discovery,
 // status, typed errors, the served OpenAPI document, projects with If-Match,
 // event resume and resync, and proposals made through the hub and approved
-// by content hash.
+// by content hash; and an MCP client's sign-in approved for the device
+// through the agent (oauth.test.js).
 func TestTSClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	dir := needTSClient(t)
 	w := startBinWorld(t, "")
-	runNodeTest(t, dir, w.env(), filepath.Join("dist", "test", "agent.test.js"))
+	runNodeTest(t, dir, w.env(), filepath.Join("dist", "test", "agent.test.js"), filepath.Join("dist", "test", "oauth.test.js"))
 	// The suite's approval went through the agent's store: the CLI sees it.
 	out := w.run(w.devHome, "review", "list", "--all")
 	if !strings.Contains(out, "approved") {

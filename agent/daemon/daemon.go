@@ -96,6 +96,9 @@ type Config struct {
 	// serves its websocket at /localapi/v1/provider (agent/provider).
 	Provider        localapi.ProviderStater
 	ProviderHandler http.Handler
+	// OAuth lets the local API approve an MCP client's sign-in with the
+	// device token (agent/device.OAuthApprover); nil answers unavailable.
+	OAuth localapi.OAuthApprover
 
 	Logger *slog.Logger
 }

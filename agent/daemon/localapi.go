@@ -60,6 +60,7 @@ func (d *Daemon) openLocalAPI() error {
 		Status:          d.agent.Status,
 		Provider:        d.cfg.Provider,
 		ProviderHandler: d.cfg.ProviderHandler,
+		OAuth:           d.cfg.OAuth,
 		Proposals:       d.store,
 		Audit:           d.audit,
 		Deciding: func(id string) func(bool) {

@@ -83,3 +83,26 @@ func oauthErr(err error) error {
 	}
 	return fail(KindUnavailable, hubclient.Explain(err))
 }
+
+// OAuthApprover is OAuthRequest and DecideOAuth with the identity enrolled
+// in Paths, read at each call (a re-enrollment is seen at once): what the
+// running agent hands its local API (agent/localapi's OAuthApprover).
+type OAuthApprover struct{ Paths Paths }
+
+// OAuthRequest reads what the code's browser asks for.
+func (a OAuthApprover) OAuthRequest(ctx context.Context, code string) (*hubapi.OAuthApprovalRequest, error) {
+	cfg, err := LoadConfig(a.Paths)
+	if err != nil {
+		return nil, err
+	}
+	return OAuthRequest(ctx, a.Paths, cfg, code)
+}
+
+// DecideOAuth approves or denies the code's request.
+func (a OAuthApprover) DecideOAuth(ctx context.Context, code string, d hubapi.OAuthDecision) (*hubapi.OAuthDecisionResult, error) {
+	cfg, err := LoadConfig(a.Paths)
+	if err != nil {
+		return nil, err
+	}
+	return DecideOAuth(ctx, a.Paths, cfg, code, d)
+}

@@ -162,6 +162,9 @@ func TestResponsesMatchTheDocument(t *testing.T) {
 	call("GET", "audit?limit=0", "/audit", nil, "", 400)
 	call("GET", "openapi.json", "/openapi.json", nil, "", 200)
 	call("GET", "provider", "/provider", nil, "", 503)
+	call("GET", "oauth/K7Q2-9XWM", "/oauth/{code}", nil, "", 503)
+	call("POST", "oauth/K7Q2-9XWM", "/oauth/{code}", nil, `{"approve":true,"scope":"admin"}`, 400)
+	call("POST", "oauth/K7Q2-9XWM", "/oauth/{code}", nil, `{"approve":true}`, 503)
 
 	// Event lines: the snapshot, then proposal_decided.
 	evSchema := responseSchema(t, "/events", "GET", 200, "application/x-ndjson")

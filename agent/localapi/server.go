@@ -105,6 +105,9 @@ type Config struct {
 	// ProviderHandler serves /localapi/v1/provider (the provider's
 	// websocket); nil answers 503 unavailable.
 	ProviderHandler http.Handler
+	// OAuth reads and decides an MCP client's sign-in with the device token
+	// (GET/POST oauth/{code}); nil answers unavailable.
+	OAuth OAuthApprover
 
 	// Deciding is called before the API approves or declines proposal id,
 	// and the function it returns after, with whether it did: the daemon,

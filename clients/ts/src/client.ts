@@ -5,6 +5,7 @@ import http from "node:http";
 import { AgentNotRunningError, RoomrelayError, errorFromBody, isTransportGone } from "./errors.js";
 import { discover, type DiscoverOptions, type Endpoint } from "./discovery.js";
 import { EventStream, type EventStreamOptions } from "./events.js";
+import type { OAuthApprovalRequest, OAuthDecideResponse, OAuthDecision } from "./oauth.js";
 import type { AuditOutcome, CheckResponse, DecisionResponse, EnableRequest, ProjectResponse, ProjectSpec, ProjectsResponse, Proposal, ProposalDetail, Status } from "./types.js";
 
 export const API_PREFIX = "/localapi/v1";
@@ -143,6 +144,25 @@ export class LocalAPIClient {
   /** POST /proposals/{id}/decline: the files are discarded; declining an approved one throws ConflictError. */
   decline(id: string, decidedVia: "app" | "cli" = "app"): Promise<DecisionResponse> {
     return this.json<DecisionResponse>("POST", `${API_PREFIX}/proposals/${encodeURIComponent(id)}/decline`, { body: { decided_via: decidedVia } });
+  }
+
+  /**
+   * GET /oauth/{code}: what an MCP client's sign-in asks this device's owner
+   * to approve (the code the hub's consent page shows). An unknown, expired
+   * or decided code throws NotFoundError.
+   */
+  oauthRequest(code: string): Promise<OAuthApprovalRequest> {
+    return this.json<OAuthApprovalRequest>("GET", `${API_PREFIX}/oauth/${encodeURIComponent(code)}`);
+  }
+
+  /**
+   * POST /oauth/{code}: approve (read unless scope "write") or deny through
+   * the hub with the device token; the grant reaches this device's rooms in
+   * one project. A project this device is not enrolled for throws
+   * ForbiddenError; a request already decided ConflictError.
+   */
+  decideOAuth(code: string, decision: OAuthDecision): Promise<OAuthDecideResponse> {
+    return this.json<OAuthDecideResponse>("POST", `${API_PREFIX}/oauth/${encodeURIComponent(code)}`, { body: { decided_via: "app", ...decision } });
   }
 
   /** GET /audit: recent outcomes, newest first (no arguments, no contents). */

@@ -4,5 +4,6 @@ export * from "./discovery.js";
 export * from "./errors.js";
 export * from "./events.js";
 export * from "./hash.js";
+export * from "./oauth.js";
 export * from "./provider.js";
 export type * from "./types.js";

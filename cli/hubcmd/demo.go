@@ -17,6 +17,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/cli"
@@ -39,7 +40,10 @@ temp dir, so the demo never touches your keyring), a local Room, the owner's
 allowlist, commands through the hub, refusals, a proposal through the review
 gate with a smoke-run in the sandbox, the example desktop app (from a
 checkout with node: it provides a Room, closes, reopens and installs an
-approved snippet), the audit log, and the device going offline. Prints what happened with the timings it measured; exits 0 when every
+approved snippet), an MCP client's OAuth sign-in with no token (registration,
+the consent page, the owner's approval through the agent's local API, the
+code exchange with PKCE, read_room with the access token; the hub's
+loopback URL is its OAuth issuer), the audit log, and the device going offline. Prints what happened with the timings it measured; exits 0 when every
 step behaved as expected.`,
 		Setup: setupDemo,
 	})
@@ -119,14 +123,20 @@ func (d *demo) run(ctx context.Context, sandboxConfig func() (sandbox.Config, er
 	if err != nil {
 		return err
 	}
+	// Listen first: the port is known before the hub is configured, so its
+	// URL is the OAuth issuer (`--public-url`) for the OAuth step.
+	ln, err := listenHub("127.0.0.1:0")
+	if err != nil {
+		return err
+	}
 	srv, err := startHubServer(ctx, hub.Config{DataDir: hubDir, AdminToken: adminTok, Logger: d.log,
-		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, "127.0.0.1:0", "", oauthOptions{}, defaultConnLimits, nil)
+		DrainSpread: 100 * time.Millisecond, DrainGrace: 200 * time.Millisecond}, ln, "http://"+ln.Addr().String(), oauthOptions{on: true}, defaultConnLimits, nil)
 	if err != nil {
 		return fmt.Errorf("hub did not start: %w", err)
 	}
 	defer srv.close()
 	hubURL := srv.url
-	d.say("hub listening on %s, embedded NATS with JetStream, no NATS port opened; MCP endpoint %s/mcp (%s)", hubURL, hubURL, since(t0))
+	d.say("hub listening on %s, embedded NATS with JetStream, no NATS port opened; MCP endpoint %s/mcp, OAuth issuer %s (%s)", hubURL, hubURL, hubURL, since(t0))
 	admin := hubclient.New(hubURL, adminTok)
 
 	// --- enrollment --------------------------------------------------------
@@ -196,7 +206,8 @@ func (d *demo) run(ctx context.Context, sandboxConfig func() (sandbox.Config, er
 	var pool *sandbox.Pool
 	runtimeOK := false
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data, HubURL: hubURL, DeviceID: enr.DeviceID,
-		Token: enr.Token, Version: cli.Version, OS: runtime.GOOS, Logger: d.log, Tick: 50 * time.Millisecond}
+		Token: enr.Token, Version: cli.Version, OS: runtime.GOOS, Logger: d.log, Tick: 50 * time.Millisecond,
+		OAuth: device.OAuthApprover{Paths: device.Paths{Config: p.Config, State: p.State, Data: p.Data}}}
 	if withSandbox && d.e.Executable != "" {
 		scfg, err := sandboxConfig()
 		if err != nil {
@@ -349,6 +360,7 @@ func (d *demo) run(ctx context.Context, sandboxConfig func() (sandbox.Config, er
 	defer mcpSession.Close()
 	d.mcpStep(ctx, mcpCall, mcpSession, p.Data, room.ID, files, pool != nil && runtimeOK)
 	d.desktopAppStep(ctx, mcpCall, filepath.Join(d.dir, "device"), p.Config, room.ID)
+	d.oauthStep(ctx, hubURL, p.Config, room.ID)
 
 	// --- audit -------------------------------------------------------------
 	entries, err := dm.Audit().Query(audit.Filter{Limit: 4})

@@ -89,7 +89,11 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		if err := sf.apply(&hcfg); err != nil {
 			return err
 		}
-		srv, err := startHubServer(ctx, hcfg, *listen, *publicURL, of.options(*publicURL), withConns(*perAddr, *maxConns), tlsCfg)
+		ln, err := listenHub(*listen)
+		if err != nil {
+			return hubStartErr(err)
+		}
+		srv, err := startHubServer(ctx, hcfg, ln, *publicURL, of.options(*publicURL), withConns(*perAddr, *maxConns), tlsCfg)
 		if err != nil {
 			return hubStartErr(err)
 		}
@@ -169,21 +173,30 @@ type hubServer struct {
 	closeOnce sync.Once
 }
 
-// startHubServer runs a hub and serves it on listen until ctx ends, over
-// TLS when tlsCfg is set; it returns once the hub is ready (or failed to
-// start).
-func startHubServer(ctx context.Context, cfg hub.Config, listen, publicURL string, oa oauthOptions, limits connLimits, tlsCfg *tls.Config) (*hubServer, error) {
+// listenHub takes the hub's port first: a clash fails before the hub opens
+// its data dir, and a caller listening on port 0 knows its URL (the OAuth
+// issuer) before the hub is configured.
+func listenHub(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("hub: listen: %w", err)
+	}
+	return ln, nil
+}
+
+// startHubServer runs a hub and serves it on ln until ctx ends, over TLS
+// when tlsCfg is set; it returns once the hub is ready (or failed to
+// start, closing ln).
+func startHubServer(ctx context.Context, cfg hub.Config, ln net.Listener, publicURL string, oa oauthOptions, limits connLimits, tlsCfg *tls.Config) (*hubServer, error) {
 	h, err := hub.New(cfg)
 	if err != nil {
+		ln.Close()
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	if err := mountFront(mux, h, publicURL, cli.Version, oa, cfg.Logger); err != nil {
+		ln.Close()
 		return nil, err
-	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return nil, fmt.Errorf("hub: listen: %w", err)
 	}
 	mux.Handle("/", h.Handler())
 	log := cfg.Logger

@@ -21,7 +21,11 @@ func TestHubServerBoundsConnections(t *testing.T) {
 	lim := connLimits{perAddr: 3, total: 100, header: 5 * time.Second, read: 500 * time.Millisecond, write: 5 * time.Second, idleAfter: 300 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t", Logger: slog.New(slog.DiscardHandler)}, "127.0.0.1:0", "", oauthOptions{}, lim, nil)
+	ln, err := listenHub("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := startHubServer(ctx, hub.Config{DataDir: t.TempDir(), AdminToken: "rra_t", Logger: slog.New(slog.DiscardHandler)}, ln, "", oauthOptions{}, lim, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

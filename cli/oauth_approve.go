@@ -63,7 +63,11 @@ func setupOAuthApprove(fs *flag.FlagSet, e *Env) Runner {
 		}
 		if !*asJSON || !*yes {
 			w := e.Stderr
-			fmt.Fprintf(w, "%s (unverified: the name the client gave itself) asks to use this device's rooms.\n", cell(req.ClientName))
+			if req.ClientVerified {
+				fmt.Fprintf(w, "%s (as its metadata document %s says) asks to use this device's rooms.\n", cell(req.ClientName), cell(req.ClientID))
+			} else {
+				fmt.Fprintf(w, "%s (unverified: the name the client gave itself) asks to use this device's rooms.\n", cell(req.ClientName))
+			}
 			fmt.Fprintf(w, "  its browser returns to: %s\n", cell(req.RedirectHost))
 			if req.RequestedFrom != "" {
 				fmt.Fprintf(w, "  requested from:         %s %s\n", cell(req.RequestedFrom), cell(req.UserAgent))

@@ -21,12 +21,13 @@ type oauthOptions struct {
 	on                                bool
 	accessTTL, refreshTTL, graceAfter time.Duration
 	redirectHosts                     []string
+	cimdHosts                         []string
 }
 
 type oauthFlags struct {
 	on                                *bool
 	accessTTL, refreshTTL, graceAfter *time.Duration
-	redirectHosts                     stringList
+	redirectHosts, cimdHosts          stringList
 }
 
 func addOAuthFlags(fs *flag.FlagSet) *oauthFlags {
@@ -37,12 +38,13 @@ func addOAuthFlags(fs *flag.FlagSet) *oauthFlags {
 		graceAfter: fs.Duration("oauth-refresh-grace", 2*time.Minute, "how long a rotated refresh token still works (clients race their refreshes); a later reuse revokes the grant"),
 	}
 	fs.Var(&f.redirectHosts, "oauth-redirect-host", "an https `host` registered clients may redirect to, beside loopback and the defaults ("+strings.Join(oauth.DefaultRedirectHosts, ", ")+"); repeatable")
+	fs.Var(&f.cimdHosts, "oauth-cimd-host", "fetch client ID metadata documents (a client_id that is an https URL) from this `host`; repeatable; none: CIMD off and not advertised, clients register")
 	return f
 }
 
 func (f *oauthFlags) options(publicURL string) oauthOptions {
 	return oauthOptions{on: *f.on && publicURL != "", accessTTL: *f.accessTTL, refreshTTL: *f.refreshTTL, graceAfter: *f.graceAfter,
-		redirectHosts: append(append([]string(nil), oauth.DefaultRedirectHosts...), f.redirectHosts...)}
+		redirectHosts: append(append([]string(nil), oauth.DefaultRedirectHosts...), f.redirectHosts...), cimdHosts: f.cimdHosts}
 }
 
 // mountFront mounts the MCP front and, when on, the OAuth server on mux.
@@ -50,7 +52,7 @@ func mountFront(mux *http.ServeMux, h *hub.Hub, publicURL, version string, o oau
 	cfg := mcpfront.Config{Hub: h, PublicURL: publicURL, Version: version, Logger: log}
 	if o.on {
 		as, err := oauth.New(oauth.Config{Hub: h, PublicURL: publicURL, ResourcePath: mcpfront.Path, AccessTTL: o.accessTTL,
-			RefreshTTL: o.refreshTTL, RefreshGrace: o.graceAfter, RedirectHosts: o.redirectHosts, Logger: log})
+			RefreshTTL: o.refreshTTL, RefreshGrace: o.graceAfter, RedirectHosts: o.redirectHosts, CIMDHosts: o.cimdHosts, Logger: log})
 		if err != nil {
 			return usagef("%v", err)
 		}

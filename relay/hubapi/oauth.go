@@ -11,7 +11,7 @@ type OAuthApprovalRequest struct {
 	Code           string    `json:"code"`
 	ClientID       string    `json:"client_id"`
 	ClientName     string    `json:"client_name"`
-	ClientVerified bool      `json:"client_verified"` // false: self-registered, the name is what the client said
+	ClientVerified bool      `json:"client_verified"` // false: self-registered, the name is what the client said; true: from a client ID metadata document (client_id is its URL) on a host the operator allowed
 	RedirectURI    string    `json:"redirect_uri"`
 	RedirectHost   string    `json:"redirect_host"`
 	Scope          string    `json:"scope"`    // what the client asked for: read or write (write implies read)

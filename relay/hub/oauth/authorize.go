@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -20,7 +22,10 @@ import (
 // client with state and iss. Each request is bound to the browser that
 // opened it by a cookie, and its form carries a CSRF token.
 
-var challengeRe = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`) // base64url SHA-256, no padding
+var (
+	challengeRe = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`) // base64url SHA-256, no padding
+	clientIDRe  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)
 
 // serveAuthorize answers GET /oauth/authorize: the consent page.
 func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
@@ -32,15 +37,31 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	clientID := q.Get("client_id")
-	c, _, err := hub.GetJSON[clientRec](ctx, b.Clients, "c."+clientID)
-	if clientID == "" || len(clientID) > 64 || notFound(err) {
-		s.m.authorizations.WithLabelValues("unknown_client").Inc()
-		s.localError(w, http.StatusBadRequest, "This sign-in link names a client the hub does not know. Start again from your MCP client (it registers itself again).")
-		return
-	}
-	if err != nil {
-		s.localError(w, http.StatusServiceUnavailable, "The hub could not reach its store. Retry in a moment.")
-		return
+	var c *clientRec
+	if s.isCIMD(clientID) {
+		if c, err = s.cimd.client(ctx, clientID); err != nil {
+			s.m.authorizations.WithLabelValues("cimd_refused").Inc()
+			s.log.Warn("oauth client metadata document refused", "client", cut(clientID, 200), "err", err)
+			s.localError(w, http.StatusBadRequest, "This sign-in link's client is a metadata document the hub refused: "+err.Error()+".")
+			return
+		}
+	} else {
+		// A registered client's id is a key token; anything else (a URL
+		// while CIMD is off) is unknown, not a store failure.
+		if !clientIDRe.MatchString(clientID) {
+			err = jetstream.ErrKeyNotFound
+		} else {
+			c, _, err = hub.GetJSON[clientRec](ctx, b.Clients, "c."+clientID)
+		}
+		if notFound(err) {
+			s.m.authorizations.WithLabelValues("unknown_client").Inc()
+			s.localError(w, http.StatusBadRequest, "This sign-in link names a client the hub does not know. Start again from your MCP client (it registers itself again).")
+			return
+		}
+		if err != nil {
+			s.localError(w, http.StatusServiceUnavailable, "The hub could not reach its store. Retry in a moment.")
+			return
+		}
 	}
 	redirect := q.Get("redirect_uri")
 	if redirect == "" && len(c.RedirectURIs) == 1 && !strings.HasPrefix(c.RedirectURIs[0], "http://") {
@@ -89,7 +110,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now().UTC()
 	browser := newSecret("")
 	userCode := newUserCode()
-	p := &pendingRec{ID: newID("rq-"), Client: c.ID, ClientName: c.Name, RedirectURI: redirect, State: q.Get("state"),
+	p := &pendingRec{ID: newID("rq-"), Client: c.ID, ClientName: c.Name, ClientHost: c.Host, RedirectURI: redirect, State: q.Get("state"),
 		Challenge: q.Get("code_challenge"), Resource: s.resource, Scope: scope, BrowserHash: hashSecret("browser", browser),
 		CSRF: newSecret(""), UserCodeHash: hashSecret("user-code", userCode), Addr: s.hub.ClientAddr(r),
 		UserAgent: cut(r.UserAgent(), 200), CreatedAt: now, ExpiresAt: now.Add(s.cfg.RequestTTL)}
@@ -117,7 +138,7 @@ func (s *Server) isResource(res string) bool {
 // restarts its age in the bucket (an unused client expires after 90 days).
 func (s *Server) touchClient(ctx context.Context, c *clientRec) {
 	now := s.cfg.Now().UTC()
-	if now.Sub(c.LastUsed) < 24*time.Hour {
+	if c.Host != "" || now.Sub(c.LastUsed) < 24*time.Hour { // a metadata document is not stored
 		return
 	}
 	b, err := s.kv()

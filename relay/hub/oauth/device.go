@@ -69,7 +69,7 @@ func (s *Server) handleDeviceGet(w http.ResponseWriter, r *http.Request) error {
 		host = u.Host
 	}
 	code, _ := normalizeUserCode(r.PathValue("code"))
-	writeDeviceJSON(w, http.StatusOK, hubapi.OAuthApprovalRequest{Code: code, ClientID: p.Client, ClientName: p.ClientName,
+	writeDeviceJSON(w, http.StatusOK, hubapi.OAuthApprovalRequest{Code: code, ClientID: p.Client, ClientName: p.ClientName, ClientVerified: p.ClientHost != "",
 		RedirectURI: p.RedirectURI, RedirectHost: host, Scope: p.Scope, Projects: dev.Projects,
 		RequestedFrom: p.Addr, UserAgent: p.UserAgent, ExpiresAt: p.ExpiresAt})
 	return nil

@@ -25,7 +25,7 @@ code,.code{font-family:ui-monospace,monospace}.code{font-size:1.6em;letter-spaci
 
 var pages = template.Must(template.New("consent").Parse(pageHead + `
 <div class="box">
-<p><strong>{{.ClientName}}</strong> <span class="warn">(unverified: this is the name the client gave itself)</span>
+<p><strong>{{.ClientName}}</strong> {{if .ClientHost}}<span>(as published by <strong>{{.ClientHost}}</strong>, a host the hub's operator allowed)</span>{{else}}<span class="warn">(unverified: this is the name the client gave itself)</span>{{end}}
 wants to use the roomrelay hub's MCP tools.</p>
 <p>After approval the browser is sent to <strong>{{.RedirectShown}}</strong><br><small><code>{{.RedirectURI}}</code></small></p>
 <p>It asks for: <strong>{{if .WantsWrite}}read rooms, and propose apps{{else}}read rooms only{{end}}</strong>.</p>
@@ -63,10 +63,10 @@ var waitPage = template.Must(template.New("wait").Parse(pageHead + `
 var messagePage = template.Must(template.New("msg").Parse(pageHead + `<p{{if .Error}} class="err"{{end}}>{{.Message}}</p></body></html>`))
 
 type pageData struct {
-	Title, ClientName, RedirectShown, RedirectURI, ReqID, CSRF, Approver, Problem, UserCode string
-	DecisionPath, WaitPath, AccessTTL, RefreshTTL, RequestTTL, Message                      string
-	Projects                                                                                []string
-	WantsWrite, CanWrite, WriteDefault, Refresh, Error                                      bool
+	Title, ClientName, ClientHost, RedirectShown, RedirectURI, ReqID, CSRF, Approver, Problem, UserCode string
+	DecisionPath, WaitPath, AccessTTL, RefreshTTL, RequestTTL, Message                                  string
+	Projects                                                                                            []string
+	WantsWrite, CanWrite, WriteDefault, Refresh, Error                                                  bool
 }
 
 // redirectShown says where the browser goes, in words: for a loopback
@@ -89,7 +89,7 @@ func redirectShown(raw string) string {
 }
 
 func (s *Server) renderConsent(w http.ResponseWriter, p *pendingRec, userCode string, ap *signedIn, problem string) {
-	d := pageData{Title: "Allow " + p.ClientName + "?", ClientName: p.ClientName, RedirectShown: redirectShown(p.RedirectURI),
+	d := pageData{Title: "Allow " + p.ClientName + "?", ClientName: p.ClientName, ClientHost: p.ClientHost, RedirectShown: redirectShown(p.RedirectURI),
 		RedirectURI: p.RedirectURI, ReqID: p.ID, CSRF: p.CSRF, Problem: problem, UserCode: userCode,
 		DecisionPath: PathDecision, WaitPath: PathWait, WantsWrite: p.Scope == hubapi.ScopeWrite,
 		AccessTTL: human(s.cfg.AccessTTL.String()), RefreshTTL: human(s.cfg.RefreshTTL.String()), RequestTTL: human(s.cfg.RequestTTL.String())}

@@ -151,30 +151,50 @@ func (s *Server) register(r *http.Request) (*clientRec, error) {
 	if err := dec.Decode(&req); err != nil {
 		return nil, bad("invalid_client_metadata", "the body must be a JSON client metadata document (RFC 7591) of at most 16 KiB")
 	}
+	name, ok, err := s.checkMetadata(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.kv()
+	if err != nil {
+		return nil, err
+	}
+	c := &clientRec{ID: newID("rrcl-"), Name: name, RedirectURIs: ok, CreatedAt: s.cfg.Now().UTC()}
+	if _, err := b.Clients.Create(r.Context(), "c."+c.ID, hub.MustJSON(c)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkMetadata applies the registration rules to client metadata (a
+// registration's body, or a client ID metadata document): public clients,
+// code and refresh grants, known scopes, a clean name, and the redirect
+// URIs checkRedirect allows (the allowed subset; none is refused).
+func (s *Server) checkMetadata(req registration) (string, []string, error) {
 	if len(req.RedirectURIs) == 0 || len(req.RedirectURIs) > maxRedirectURIs {
-		return nil, bad("invalid_redirect_uri", "redirect_uris must list 1 to %d URIs", maxRedirectURIs)
+		return "", nil, bad("invalid_redirect_uri", "redirect_uris must list 1 to %d URIs", maxRedirectURIs)
 	}
 	switch req.TokenEndpointAuthMethod {
 	case "", "none":
 	default:
-		return nil, bad("invalid_client_metadata", "only public clients are registered: token_endpoint_auth_method must be none (PKCE protects the code)")
+		return "", nil, bad("invalid_client_metadata", "only public clients are registered: token_endpoint_auth_method must be none (PKCE protects the code)")
 	}
 	for _, g := range req.GrantTypes {
 		if g != "authorization_code" && g != "refresh_token" {
-			return nil, bad("invalid_client_metadata", "grant type %q is not supported: authorization_code and refresh_token only", cut(g, 40))
+			return "", nil, bad("invalid_client_metadata", "grant type %q is not supported: authorization_code and refresh_token only", cut(g, 40))
 		}
 	}
 	for _, t := range req.ResponseTypes {
 		if t != "code" {
-			return nil, bad("invalid_client_metadata", "response type %q is not supported: code only", cut(t, 40))
+			return "", nil, bad("invalid_client_metadata", "response type %q is not supported: code only", cut(t, 40))
 		}
 	}
 	if _, err := parseScope(req.Scope); err != nil {
-		return nil, bad("invalid_client_metadata", "%s", err.(*oauthErr).desc)
+		return "", nil, bad("invalid_client_metadata", "%s", err.(*oauthErr).desc)
 	}
 	name := strings.TrimSpace(req.ClientName)
 	if len(name) > maxNameLen || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return nil, bad("invalid_client_metadata", "client_name is at most 100 bytes without control characters")
+		return "", nil, bad("invalid_client_metadata", "client_name is at most 100 bytes without control characters")
 	}
 	if name == "" {
 		name = "unnamed client"
@@ -193,17 +213,9 @@ func (s *Server) register(r *http.Request) (*clientRec, error) {
 		}
 	}
 	if len(ok) == 0 {
-		return nil, bad("invalid_redirect_uri", "no redirect URI is allowed (%s)", why)
+		return "", nil, bad("invalid_redirect_uri", "no redirect URI is allowed (%s)", why)
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
-	c := &clientRec{ID: newID("rrcl-"), Name: name, RedirectURIs: ok, CreatedAt: s.cfg.Now().UTC()}
-	if _, err := b.Clients.Create(r.Context(), "c."+c.ID, hub.MustJSON(c)); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return name, ok, nil
 }
 
 // rateLimiter allows n events per window per key (a fixed window), in

@@ -24,6 +24,7 @@ package oauth
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -100,8 +101,18 @@ type Config struct {
 	// RegisterRate bounds registrations per client address and minute on
 	// this node (default 20).
 	RegisterRate int
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// CIMDHosts turns client ID metadata documents on for these hosts: a
+	// client_id that is an https URL on one of them is fetched (cimd.go).
+	// Empty: off, and not advertised.
+	CIMDHosts []string
+	Logger    *slog.Logger
+	Now       func() time.Time
+
+	// Tests only: the CA of an httptest TLS server, and leave its loopback
+	// address reachable.
+	cimdRoots        *x509.CertPool
+	cimdAllowPrivate bool
+	cimdTimeout      time.Duration
 }
 
 // DefaultRedirectHosts are the web clients' callback hosts: VS Code for the
@@ -118,6 +129,7 @@ type Server struct {
 	secure   bool   // https issuer: __Host- cookies with Secure
 	regLim   *rateLimiter
 	m        *metrics
+	cimd     *cimdFetcher // nil: CIMD off
 }
 
 // New checks cfg and returns the server; Mount serves it.
@@ -166,6 +178,17 @@ func New(cfg Config) (*Server, error) {
 		resource: iss + cfg.ResourcePath, secure: strings.HasPrefix(iss, "https://"),
 		regLim: newRateLimiter(cfg.RegisterRate, time.Minute, cfg.Now)}
 	s.m = newMetrics(cfg.Hub.Registerer())
+	if len(cfg.CIMDHosts) > 0 {
+		var hosts []string
+		for _, h := range cfg.CIMDHosts {
+			h = strings.ToLower(strings.TrimSpace(h))
+			if h == "" || strings.ContainsAny(h, "/:@?#") {
+				return nil, fmt.Errorf("oauth: CIMD host %q must be a bare host name", h)
+			}
+			hosts = append(hosts, h)
+		}
+		s.cimd = newCIMDFetcher(s, hosts, cfg.cimdRoots, cfg.cimdAllowPrivate, cfg.cimdTimeout)
+	}
 	return s, nil
 }
 
@@ -237,7 +260,7 @@ func (s *Server) serveASMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "max-age=300")
-	writeJSON(w, http.StatusOK, map[string]any{
+	md := map[string]any{
 		"issuer":                                         s.issuer,
 		"authorization_endpoint":                         s.issuer + PathAuthorize,
 		"token_endpoint":                                 s.issuer + PathToken,
@@ -252,7 +275,13 @@ func (s *Server) serveASMetadata(w http.ResponseWriter, r *http.Request) {
 		"scopes_supported":                               []string{ScopeRead, ScopeWrite},
 		"authorization_response_iss_parameter_supported": true,
 		"service_documentation":                          "https://github.com/roomrelay/roomrelay/blob/main/docs/oauth.md",
-	})
+	}
+	if s.cimd != nil {
+		// Only when on: a client that sees it uses CIMD and does not fall
+		// back to registration.
+		md["client_id_metadata_document_supported"] = true
+	}
+	writeJSON(w, http.StatusOK, md)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -31,6 +31,9 @@ type clientRec struct {
 	RedirectURIs []string  `json:"redirect_uris"`
 	CreatedAt    time.Time `json:"created_at"`
 	LastUsed     time.Time `json:"last_used,omitzero"`
+	// Host is the host that published a client ID metadata document (the
+	// client is that URL, never stored); "" for a registered client.
+	Host string `json:"-"`
 }
 
 // approval is who approved what, carried from the consent to the grant.
@@ -54,6 +57,7 @@ type pendingRec struct {
 	ID           string    `json:"id"`
 	Client       string    `json:"client"`
 	ClientName   string    `json:"client_name"`
+	ClientHost   string    `json:"client_host,omitempty"` // the metadata document's host (CIMD); "": self-registered
 	RedirectURI  string    `json:"redirect_uri"`
 	State        string    `json:"state,omitempty"`
 	Challenge    string    `json:"challenge"`

@@ -231,13 +231,15 @@ func errorClass(msg string) string {
 	return "error"
 }
 
-// smokeRunApp runs an approved snippet app's exact stored content in the
-// sandbox and records the outcome as its build state. Pending proposals are
-// not apps, so they are not_found here.
+// smokeRunApp is smoke_run_room_app: it runs an app's exact current
+// content in the sandbox and records the outcome as its build state. The
+// files come from the provider (roomrelay's store, or the desktop app's
+// apps.files, checked against its content hash). Pending proposals are not
+// apps, so they are not_found here.
 // The summary is the line recorded and shown to the cloud (buildSummary,
 // with the error text only for apps that came from a cloud proposal).
 func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID string) (*sandbox.Result, string, error) {
-	src := d.source()
+	src, appRoom := d.source(), d.appMode()
 	files, err := src.AppFiles(ctx, projectID, roomID, instanceID)
 	if err != nil {
 		return nil, "", err
@@ -250,33 +252,105 @@ func (d *Daemon) smokeRunApp(ctx context.Context, projectID, roomID, instanceID 
 	if len(files) == 0 {
 		return nil, "", relay.Errorf(relay.CodeInvalidArgs, "app %q is a repository app: it has no snippet files to smoke-run on the device", instanceID)
 	}
+	res, err := d.runSandbox(ctx, files)
+	if err != nil {
+		return nil, "", err
+	}
+	b := buildOf(res, fromCloud)
+	if err := d.recordBuild(ctx, appRoom, projectID, roomID, instanceID, relay.ContentHash(files), b); err != nil {
+		return nil, "", err
+	}
+	return res, b.Summary, nil
+}
+
+// smokeApproved smoke-runs a just-approved snippet from roomrelay's own
+// proposal store: the exact files the owner approved, for a builtin room
+// and for a room the desktop app provides alike (never the app's copy,
+// which it may not have installed yet). The outcome is recorded where
+// read_room_app_status reads it.
+func (d *Daemon) smokeApproved(ctx context.Context, p rooms.Proposal) (*sandbox.Result, error) {
+	det, err := d.store.GetProposal(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if got := relay.ContentHash(det.Files); got != p.ContentHash {
+		return nil, fmt.Errorf("the stored files of proposal %s hash to %s, not the approved %s", p.ID, got, p.ContentHash)
+	}
+	prov, err := d.store.RoomProvider(ctx, p.RoomID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := d.runSandbox(ctx, det.Files)
+	if err != nil {
+		return nil, err
+	}
+	// Approved from a cloud proposal: the error text may go with it.
+	return res, d.recordBuild(ctx, prov == rooms.ProviderApp, p.Project, p.RoomID, p.InstanceID, p.ContentHash, buildOf(res, true))
+}
+
+// runSandbox smoke-runs files in the device's sandbox.
+func (d *Daemon) runSandbox(ctx context.Context, files map[string]string) (*sandbox.Result, error) {
 	if d.cfg.Sandbox == nil {
 		if d.cfg.NoSandboxReason != "" {
-			return nil, "", relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox: %s", d.cfg.NoSandboxReason)
+			return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox: %s", d.cfg.NoSandboxReason)
 		}
-		return nil, "", relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox")
+		return nil, relay.Errorf(relay.CodeSandboxFailed, "this device runs no sandbox")
 	}
 	if d.cfg.EnsureRuntime != nil {
 		if err := d.cfg.EnsureRuntime(ctx); err != nil {
-			return nil, "", relay.Errorf(relay.CodeSandboxFailed, "the sandbox's JS runtime is unavailable on the device: %v", err)
+			return nil, relay.Errorf(relay.CodeSandboxFailed, "the sandbox's JS runtime is unavailable on the device: %v", err)
 		}
 	}
 	res, err := d.cfg.Sandbox.SmokeRun(ctx, files)
 	if err != nil {
-		return nil, "", fmt.Errorf("smoke-run: %w", err)
+		return nil, fmt.Errorf("smoke-run: %w", err)
 	}
-	summary := buildSummary(res, fromCloud)
+	return res, nil
+}
+
+// buildOf is a smoke-run's outcome as a build state.
+func buildOf(res *sandbox.Result, fromCloud bool) rooms.Build {
 	state := rooms.BuildOK
 	if !res.OK {
 		state = rooms.BuildFailed
 	}
-	b := rooms.Build{State: state, Phase: string(res.Phase), Summary: summary, CheckedAt: time.Now().UTC()}
-	if err := src.SetBuildState(ctx, projectID, roomID, instanceID, relay.ContentHash(files), b); err != nil {
-		return nil, "", err
+	return rooms.Build{State: state, Phase: string(res.Phase), Summary: buildSummary(res, fromCloud), CheckedAt: time.Now().UTC()}
+}
+
+// BuildStateData is the data of a build_state event.
+type BuildStateData struct {
+	Project     string    `json:"project"`
+	RoomID      string    `json:"room_id"`
+	InstanceID  string    `json:"instance_id"`
+	ContentHash string    `json:"content_hash"`
+	State       string    `json:"state"`
+	Phase       string    `json:"phase,omitempty"`
+	Summary     string    `json:"summary,omitempty"`
+	CheckedAt   time.Time `json:"checked_at"`
+}
+
+// recordBuild keeps a smoke-run's outcome and publishes build_state. A
+// builtin room's app keeps it in its row. For a room the desktop app
+// provides roomrelay keeps its own record (read_room_app_status reads it
+// when the app reports no build state: an app without the build_state
+// capability never does), and an app with the capability is told too, best
+// effort (it may not have installed the app yet).
+func (d *Daemon) recordBuild(ctx context.Context, appRoom bool, projectID, roomID, instanceID, contentHash string, b rooms.Build) error {
+	if !appRoom {
+		if err := d.store.SetBuildState(ctx, instanceID, b); err != nil {
+			return err
+		}
+	} else {
+		if err := d.store.RecordAppBuild(ctx, instanceID, roomID, contentHash, b); err != nil {
+			return err
+		}
+		if err := d.app.SetBuildState(ctx, projectID, roomID, instanceID, contentHash, b); err != nil {
+			d.log.Info("the desktop app was not told the build state; roomrelay's record stands", "instance_id", instanceID, "err", err)
+		}
 	}
-	d.pub.Publish(provider.EventBuildState, map[string]any{"project": projectID, "room_id": roomID,
-		"instance_id": instanceID, "state": b.State, "phase": b.Phase, "summary": b.Summary})
-	return res, summary, nil
+	d.pub.Publish(provider.EventBuildState, BuildStateData{Project: projectID, RoomID: roomID, InstanceID: instanceID,
+		ContentHash: contentHash, State: b.State, Phase: b.Phase, Summary: b.Summary, CheckedAt: b.CheckedAt})
+	return nil
 }
 
 // storeChanged reports whether anyone committed to the rooms database since
@@ -319,9 +393,9 @@ func (d *Daemon) publishDecisions(ctx context.Context, force bool) {
 		d.installer.Kick() // an approval of an app room waits in the install queue
 	}
 	for _, p := range ps {
-		// An app room's approved snippet is not an app yet (the desktop app
-		// installs it): its decision is announced at once.
-		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil && !d.appMode() {
+		// An approved snippet is smoke-run from the store's copy, in a
+		// builtin room and in one the desktop app provides alike.
+		if p.State == rooms.ProposalApproved && p.Kind == rooms.SourceSnippet && d.cfg.Sandbox != nil {
 			// The smoke-run (seconds, maybe a runtime fetch) runs on the
 			// smoker Run owns, which announces the decision after it, so
 			// the cloud learns of the approval with its build state; this
@@ -350,7 +424,7 @@ func (d *Daemon) smoker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case p := <-d.smokeCh:
-			if res, _, err := d.smokeRunApp(ctx, p.Project, p.RoomID, p.InstanceID); err != nil {
+			if res, err := d.smokeApproved(ctx, p); err != nil {
 				d.log.Warn("smoke-run after approval failed to run", "proposal", p.ID, "err", err)
 			} else {
 				d.log.Info("smoke-run after approval", "proposal", p.ID, "ok", res.OK, "phase", res.Phase)

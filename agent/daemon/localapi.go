@@ -148,7 +148,7 @@ func (d *Daemon) publishDecided(p rooms.Proposal) {
 		return
 	}
 	d.events.Publish(localapi.EventProposalDecided, localapi.ProposalDecidedData{ProposalID: p.ID, Project: p.Project,
-		RoomID: p.RoomID, State: p.State, ContentHash: p.ContentHash, InstanceID: p.InstanceID})
+		RoomID: p.RoomID, State: p.State, ContentHash: p.ContentHash, InstanceID: p.InstanceID, InstallState: p.InstallState})
 }
 
 // Events is the local API's event ring: the room provider publishes into
@@ -165,11 +165,12 @@ func (p providerStater) ProviderState() localapi.ProviderState {
 	if p.d.prov == nil {
 		return localapi.ProviderState{}
 	}
-	info, ok := p.d.prov.Connected()
+	c, ok := p.d.prov.Current()
 	if !ok {
 		return localapi.ProviderState{}
 	}
-	return localapi.ProviderState{Connected: true, App: info.Name, Version: info.Version}
+	return localapi.ProviderState{Connected: true, App: c.App.Name, Version: c.App.Version,
+		PID: c.Peer.PID, Exe: c.Peer.Exe, Since: c.Since}
 }
 
 // teeEvents publishes into the local API's ring and Config.Events.

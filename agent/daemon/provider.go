@@ -3,8 +3,10 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
@@ -43,7 +45,11 @@ func (d *Daemon) newProvider() {
 		OnRooms:  d.providerRooms,
 		OnChange: d.providerChanged,
 		Events:   d.pub,
-		Logger:   d.log,
+		PeerOf: func(r *http.Request) (provider.Peer, bool) {
+			p, ok := localapi.PeerFrom(r.Context())
+			return provider.Peer{PID: p.PID, Exe: p.Exe}, ok
+		},
+		Logger: d.log,
 	})
 	d.app = d.prov.App()
 	d.installer = provider.NewInstaller(d.store, d.prov, d.pub, d.log)
@@ -103,10 +109,19 @@ func (d *Daemon) readRoom(ctx context.Context, projectID, roomID string) (rooms.
 // readAppStatus is read_room_app_status with the install state of an app an
 // approval created. An app the desktop app has not installed (pending or
 // refused) is answered from roomrelay's record of the approval, without
-// asking the app.
+// asking the app. An app-provided app's build state is the app's when it
+// reports one (capability build_state), else roomrelay's record of its own
+// smoke-run of that content.
 func (d *Daemon) readAppStatus(ctx context.Context, projectID, roomID, instanceID string) (rooms.AppStatus, error) {
 	in, ierr := d.store.InstallOf(ctx, instanceID)
-	if ierr == nil && in.State != rooms.InstallInstalled && d.appMode() {
+	if !d.appMode() {
+		st, err := d.source().ReadRoomAppStatus(ctx, projectID, roomID, instanceID)
+		if err == nil && ierr == nil {
+			st.InstallState = in.State
+		}
+		return st, err
+	}
+	if ierr == nil && in.State != rooms.InstallInstalled {
 		p, err := d.store.GetProposal(ctx, in.ProposalID)
 		if err != nil || p.Project != projectID || p.RoomID != roomID {
 			return rooms.AppStatus{}, relay.Errorf(relay.CodeNotFound, "no app %q in local room %q", instanceID, roomID)
@@ -114,14 +129,34 @@ func (d *Daemon) readAppStatus(ctx context.Context, projectID, roomID, instanceI
 		return rooms.AppStatus{RoomID: roomID, InstanceID: instanceID, Name: p.Name, Source: p.Kind,
 			Launcher:     rooms.Launcher{State: rooms.LauncherNotInstalled},
 			Review:       rooms.Review{State: rooms.ReviewApproved, ReviewedAt: p.DecidedAt},
-			Build:        rooms.Build{State: rooms.BuildNone},
+			Build:        d.recordedBuild(ctx, roomID, instanceID, p.ContentHash),
 			InstallState: in.State}, nil
 	}
-	st, err := d.source().ReadRoomAppStatus(ctx, projectID, roomID, instanceID)
-	if err == nil && ierr == nil {
+	st, hash, err := d.app.AppStatus(ctx, projectID, roomID, instanceID)
+	if err != nil {
+		return rooms.AppStatus{}, err
+	}
+	if st.Build.State == rooms.BuildNone {
+		st.Build = d.recordedBuild(ctx, roomID, instanceID, hash)
+	}
+	if ierr == nil {
 		st.InstallState = in.State
 	}
-	return st, err
+	return st, nil
+}
+
+// recordedBuild is roomrelay's record of its last smoke-run of an app the
+// desktop app provides, if it ran the content the app reports (any, when
+// the app reports no hash); else state none.
+func (d *Daemon) recordedBuild(ctx context.Context, roomID, instanceID, contentHash string) rooms.Build {
+	b, ok, err := d.store.AppBuildOf(ctx, instanceID)
+	if err != nil {
+		d.log.Warn("reading the build record failed", "instance_id", instanceID, "err", err)
+	}
+	if !ok || b.RoomID != roomID || (contentHash != "" && b.ContentHash != contentHash) {
+		return rooms.Build{State: rooms.BuildNone}
+	}
+	return b.Build
 }
 
 // roomName is a room's name for the owner's eyes, or "" if unknown.

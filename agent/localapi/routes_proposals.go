@@ -195,6 +195,10 @@ type ProposalDecidedData struct {
 	ContentHash string `json:"content_hash"`
 	InstanceID  string `json:"instance_id,omitempty"`
 	DecidedVia  string `json:"decided_via,omitempty"`
+	// InstallState is an approval's install as it was committed: installed
+	// for a builtin room, pending for a room the desktop app provides
+	// (install_changed follows).
+	InstallState string `json:"install_state,omitempty"`
 }
 
 func (s *Server) approveProposal(w http.ResponseWriter, r *http.Request) {
@@ -274,7 +278,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 		CommandID: p.ID, Project: p.Project, Room: p.RoomID, Decision: audit.Allowed,
 		Detail: peerDetail(peer, r, req.DecidedVia) + " content_hash=" + p.ContentHash})
 	s.events.Publish(EventProposalDecided, ProposalDecidedData{ProposalID: p.ID, Project: p.Project, RoomID: p.RoomID,
-		State: p.State, ContentHash: p.ContentHash, InstanceID: p.InstanceID, DecidedVia: req.DecidedVia})
+		State: p.State, ContentHash: p.ContentHash, InstanceID: p.InstanceID, DecidedVia: req.DecidedVia, InstallState: p.InstallState})
 	if s.cfg.Decided != nil {
 		s.cfg.Decided(ctx, p, req.DecidedVia)
 	}

@@ -22,7 +22,7 @@ import (
 // API versions. APIVersion grows its minor with every addition within v1;
 // a path under another major is answered unsupported_api_version.
 const (
-	APIVersion    = "1.0"
+	APIVersion    = "1.1"
 	APIMinVersion = "1.0"
 	Prefix        = "/localapi/v1/"
 	// HeaderAPIVersion and HeaderVersion are on every response;
@@ -49,11 +49,14 @@ const (
 )
 
 // ProviderState is the room provider's presence, for status and snapshots.
+// PID and Exe are the connected app's process as the peer check saw it (Exe
+// only where the OS tells it): for the owner's eyes, never a decision.
 type ProviderState struct {
 	Connected bool      `json:"connected"`
 	App       string    `json:"app,omitempty"`
 	Version   string    `json:"version,omitempty"`
 	PID       int       `json:"pid,omitempty"`
+	Exe       string    `json:"exe,omitempty"`
 	Since     time.Time `json:"since,omitzero"`
 }
 

@@ -157,6 +157,14 @@ func (a *App) ListRoomApps(ctx context.Context, projectID, roomID string, limit 
 // ReadRoomAppStatus asks apps.status. Build is read only from an app that
 // declared build_state; otherwise it is left "none" for roomrelay to fill.
 func (a *App) ReadRoomAppStatus(ctx context.Context, projectID, roomID, instanceID string) (rooms.AppStatus, error) {
+	st, _, err := a.AppStatus(ctx, projectID, roomID, instanceID)
+	return st, err
+}
+
+// AppStatus is ReadRoomAppStatus with the content hash the app reported
+// ("" when it gave none), for roomrelay to match its own build record
+// against; the hash is never part of the cloud's answer.
+func (a *App) AppStatus(ctx context.Context, projectID, roomID, instanceID string) (rooms.AppStatus, string, error) {
 	var r struct {
 		wireApp
 		Review struct {
@@ -173,20 +181,20 @@ func (a *App) ReadRoomAppStatus(ctx context.Context, projectID, roomID, instance
 	}
 	params := map[string]any{"project": projectID, "room_id": roomID, "instance_id": instanceID}
 	if err := a.ask(ctx, MethodAppsStatus, params, appNotFound(instanceID, roomID), &r); err != nil {
-		return rooms.AppStatus{}, err
+		return rooms.AppStatus{}, "", err
 	}
 	if r.InstanceID != instanceID {
-		return rooms.AppStatus{}, invalid(MethodAppsStatus, "instance_id is not the app asked for")
+		return rooms.AppStatus{}, "", invalid(MethodAppsStatus, "instance_id is not the app asked for")
 	}
 	it, bad := r.wireApp.check()
 	if bad != "" {
-		return rooms.AppStatus{}, invalid(MethodAppsStatus, "%s", bad)
+		return rooms.AppStatus{}, "", invalid(MethodAppsStatus, "%s", bad)
 	}
 	if r.Review.State != rooms.ReviewApproved && r.Review.State != rooms.ReviewOwnerAdded {
-		return rooms.AppStatus{}, invalid(MethodAppsStatus, "review.state is not approved or owner_added")
+		return rooms.AppStatus{}, "", invalid(MethodAppsStatus, "review.state is not approved or owner_added")
 	}
 	if r.ContentHash != "" && !hashRE.MatchString(r.ContentHash) {
-		return rooms.AppStatus{}, invalid(MethodAppsStatus, "content_hash is not 64 hex digits")
+		return rooms.AppStatus{}, "", invalid(MethodAppsStatus, "content_hash is not 64 hex digits")
 	}
 	st := rooms.AppStatus{RoomID: roomID, InstanceID: instanceID, Name: it.Name, Source: it.Source, Launcher: it.Launcher,
 		Review: rooms.Review{State: r.Review.State, ReviewedAt: r.Review.ReviewedAt.UTC()}, Build: rooms.Build{State: rooms.BuildNone}}
@@ -194,12 +202,12 @@ func (a *App) ReadRoomAppStatus(ctx context.Context, projectID, roomID, instance
 		switch r.Build.State {
 		case rooms.BuildNone, rooms.BuildOK, rooms.BuildFailed:
 		default:
-			return rooms.AppStatus{}, invalid(MethodAppsStatus, "build.state is not none, ok or failed")
+			return rooms.AppStatus{}, "", invalid(MethodAppsStatus, "build.state is not none, ok or failed")
 		}
 		st.Build = rooms.Build{State: r.Build.State, Phase: cleanText(r.Build.Phase, maxPhaseBytes),
 			CheckedAt: r.Build.CheckedAt.UTC(), Summary: cleanText(r.Build.Summary, maxSummaryBytes)}
 	}
-	return st, nil
+	return st, r.ContentHash, nil
 }
 
 // AppFiles asks apps.files, for a smoke-run on the device only. The files

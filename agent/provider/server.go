@@ -41,10 +41,31 @@ const (
 	EventBuildState      = "build_state"
 )
 
-// ProviderChanged is the data of a provider_changed event.
+// ProviderChanged is the data of a provider_changed event. PID, Exe and
+// Since describe the connection that is the provider now (absent when none
+// is): the process as the local API's peer check saw it.
 type ProviderChanged struct {
-	Connected bool     `json:"connected"`
-	App       *AppInfo `json:"app,omitempty"`
+	Connected bool      `json:"connected"`
+	App       *AppInfo  `json:"app,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	Exe       string    `json:"exe,omitempty"`
+	Since     time.Time `json:"since,omitzero"`
+}
+
+// Peer is the process at the other end of a provider connection, as the
+// local API's peer check identified it (PID 0 when the OS did not say; Exe
+// only where the OS tells it). Shown to the owner, never used to decide.
+type Peer struct {
+	PID int
+	Exe string
+}
+
+// Conn is the current provider connection: who the app said it is, and the
+// process and time it connected.
+type Conn struct {
+	App   AppInfo
+	Peer  Peer
+	Since time.Time
 }
 
 // Config is what the daemon hands the server.
@@ -63,6 +84,11 @@ type Config struct {
 	OnChange func(connected bool, app AppInfo)
 	// Events, when set, gets provider_changed.
 	Events Events
+	// PeerOf names the process behind a provider request (the daemon reads
+	// the local API's peer check); nil or false: unknown.
+	PeerOf func(r *http.Request) (Peer, bool)
+	// Now is the clock of Conn.Since (default time.Now).
+	Now func() time.Time
 
 	Heartbeat    time.Duration // ping interval (default 20 s); two silent intervals close
 	HelloTimeout time.Duration // default 10 s
@@ -107,6 +133,9 @@ func New(cfg Config) *Server {
 	if cfg.Selected == nil {
 		cfg.Selected = func() bool { return true }
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger}
 	s.upgrader = websocket.Upgrader{
 		Subprotocols:    []string{Subprotocol},
@@ -127,6 +156,16 @@ func (s *Server) Connected() (AppInfo, bool) {
 		return AppInfo{}, false
 	}
 	return s.cur.app, true
+}
+
+// Current reports the current provider connection, if any.
+func (s *Server) Current() (Conn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return Conn{}, false
+	}
+	return Conn{App: s.cur.app, Peer: s.cur.peer, Since: s.cur.since}, true
 }
 
 // Close closes the current connection (1001 going away), refuses new ones
@@ -167,6 +206,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	conn.SetReadLimit(s.cfg.MaxMessage)
 	ss := &session{srv: s, conn: conn, done: make(chan struct{}), pending: map[string]chan reply{},
 		slots: make(chan struct{}, s.cfg.MaxInFlight)}
+	if s.cfg.PeerOf != nil {
+		ss.peer, _ = s.cfg.PeerOf(r)
+	}
 	ss.run()
 }
 
@@ -189,13 +231,14 @@ func (s *Server) register(ss *session) bool {
 		return false
 	}
 	old := s.cur
+	ss.since = s.cfg.Now().UTC()
 	s.cur = ss
 	s.mu.Unlock()
 	if old != nil {
 		s.log.Info("a newer provider connection replaces the old one", "app", ss.app.Name)
 		old.close(CloseReplaced, "replaced", notRunning("the desktop app's connection was replaced by a newer one"))
 	}
-	s.changed(true, ss.app)
+	s.changed(true, ss)
 	return true
 }
 
@@ -208,19 +251,20 @@ func (s *Server) unregister(ss *session) {
 	}
 	s.mu.Unlock()
 	if was {
-		s.changed(false, ss.app)
+		s.changed(false, ss)
 	}
 }
 
-func (s *Server) changed(connected bool, app AppInfo) {
-	s.log.Info("room provider", "connected", connected, "app", app.Name, "version", app.Version)
+func (s *Server) changed(connected bool, ss *session) {
+	app := ss.app
+	s.log.Info("room provider", "connected", connected, "app", app.Name, "version", app.Version, "pid", ss.peer.PID, "exe", ss.peer.Exe)
 	if s.cfg.OnChange != nil {
 		s.cfg.OnChange(connected, app)
 	}
 	if s.cfg.Events != nil {
 		ev := ProviderChanged{Connected: connected}
 		if connected {
-			ev.App = &app
+			ev.App, ev.PID, ev.Exe, ev.Since = &app, ss.peer.PID, ss.peer.Exe, ss.since
 		}
 		s.cfg.Events.Publish(EventProviderChanged, ev)
 	}

@@ -19,7 +19,9 @@ const writeWait = 10 * time.Second
 type session struct {
 	srv   *Server
 	conn  *websocket.Conn
-	app   AppInfo // set by hello, before register; read-only after
+	app   AppInfo   // set by hello, before register; read-only after
+	peer  Peer      // the process behind the connection (ServeHTTP)
+	since time.Time // when it became the provider (register, under srv.mu)
 	done  chan struct{}
 	slots chan struct{} // roomrelay → app requests in flight
 

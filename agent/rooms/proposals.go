@@ -79,6 +79,11 @@ type Proposal struct {
 	DecidedAt      time.Time `json:"decided_at,omitzero"`
 	InstanceID     string    `json:"instance_id,omitempty"` // the app an approval created
 	ProposedBy     string    `json:"proposed_by,omitempty"` // the caller as the hub named it
+	// InstallState is an approved proposal's install (InstallPending,
+	// InstallInstalled, InstallFailed); InstallError says why it failed.
+	// Both are empty before a decision and for a declined proposal.
+	InstallState string `json:"install_state,omitempty"`
+	InstallError string `json:"install_error,omitempty"`
 }
 
 // ProposalDetail is a proposal with every file, for the owner's review. A
@@ -125,7 +130,9 @@ func ProposalContentHash(kind Source, files map[string]string, repositoryID, ver
 const proposalColumns = `p.id, r.project_id, p.room_id, p.kind, p.name, p.repository_id, p.version_id,
 	p.idempotency_key, p.content_hash, p.state, p.created_at, p.decided_at, coalesce(p.instance_id, ''), p.proposed_by,
 	(SELECT count(*) FROM proposal_files f WHERE f.proposal_id = p.id),
-	(SELECT coalesce(sum(length(CAST(f.content AS BLOB))), 0) FROM proposal_files f WHERE f.proposal_id = p.id)`
+	(SELECT coalesce(sum(length(CAST(f.content AS BLOB))), 0) FROM proposal_files f WHERE f.proposal_id = p.id),
+	coalesce((SELECT ins.state FROM installs ins WHERE ins.proposal_id = p.id), ''),
+	coalesce((SELECT ins.error FROM installs ins WHERE ins.proposal_id = p.id), '')`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -135,7 +142,7 @@ func scanProposal(row scanner) (Proposal, error) {
 	var decided sql.NullInt64
 	err := row.Scan(&p.ID, &p.Project, &p.RoomID, &p.Kind, &p.Name, &p.RepositoryID, &p.VersionID,
 		&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID, &p.ProposedBy,
-		&p.FileCount, &p.TotalBytes)
+		&p.FileCount, &p.TotalBytes, &p.InstallState, &p.InstallError)
 	if err != nil {
 		return Proposal{}, err
 	}

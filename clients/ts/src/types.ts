@@ -10,7 +10,11 @@ export interface ProviderState {
   connected: boolean;
   app?: string;
   version?: string;
+  /** The provider's process id, as the agent's peer check saw it. */
   pid?: number;
+  /** The provider's executable, where the OS tells it (Linux, Windows); for the owner's eyes. */
+  exe?: string;
+  /** When this connection became the provider. */
   since?: string;
 }
 
@@ -104,7 +108,10 @@ export interface Proposal {
   decided_at?: string;
   instance_id?: string;
   proposed_by?: string;
+  /** An approved proposal's install; absent before a decision and for a declined one. */
   install_state?: InstallState;
+  /** Why the install failed (install_state "failed"). */
+  install_error?: string;
 }
 
 /** Hidden characters found in a text (the review page's banner). */
@@ -213,6 +220,8 @@ export interface ProposalDecidedData {
   content_hash: string;
   instance_id?: string;
   decided_via?: string;
+  /** The install committed with an approval: installed (builtin room) or pending (install_changed follows). */
+  install_state?: InstallState;
 }
 
 /** data of install_changed: an approved app's delivery to the provider. */
@@ -225,10 +234,27 @@ export interface InstallChangedData {
   error?: string;
 }
 
+/** data of build_state: a smoke-run's outcome (after an approval, of the approved files in the agent's store; or smoke_run_room_app). */
+export interface BuildStateData {
+  project: string;
+  room_id: string;
+  instance_id: string;
+  /** The hash of the files that ran. */
+  content_hash: string;
+  state: "ok" | "failed" | (string & {});
+  phase?: string;
+  summary?: string;
+  checked_at: string;
+}
+
 /** data of provider_changed. */
 export interface ProviderChangedData {
   connected: boolean;
-  app?: { name: string; version: string };
+  app?: { name: string; version: string; capabilities?: { install?: boolean; files?: boolean; build_state?: boolean; notifications?: boolean } };
+  /** The connection's process and executable as the peer check saw them, and since when (absent when disconnected). */
+  pid?: number;
+  exe?: string;
+  since?: string;
 }
 
 /** data of command_ran (after its audit line; never arguments). */

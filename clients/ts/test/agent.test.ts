@@ -78,7 +78,7 @@ test("the served OpenAPI document describes every route and field the client use
     ["post", "projects/{id}/enable", ["revision", "project", "changed"]],
     ["post", "projects/{id}/disable", ["revision", "project", "changed"]],
     ["get", "proposals", ["proposals"]],
-    ["get", "proposals/{id}", ["id", "project", "room_id", "kind", "name", "content_hash", "state", "file_count", "total_bytes", "created_at", "files", "has_hidden"]],
+    ["get", "proposals/{id}", ["id", "project", "room_id", "kind", "name", "content_hash", "state", "file_count", "total_bytes", "created_at", "install_state", "install_error", "files", "has_hidden"]],
     ["post", "proposals/{id}/check", ["proposal_id", "content_hash", "state", "summary"]],
     ["post", "proposals/{id}/approve", ["proposal", "state", "decided_via"]],
     ["post", "proposals/{id}/decline", ["proposal", "state", "decided_via"]],

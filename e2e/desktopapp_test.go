@@ -33,11 +33,7 @@ func startDesktopApp(t *testing.T, w *binWorld, data string) *appProc {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@roomrelay", "localapi")); err != nil {
-		msg := "examples/desktop-app/node_modules is missing (cd examples/desktop-app && npm ci)"
-		if os.Getenv("ROOMRELAY_REQUIRE_TSCLIENT") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		skipUnlessRequired(t, "ROOMRELAY_REQUIRE_TSCLIENT", "examples/desktop-app/node_modules is missing (cd examples/desktop-app && npm ci)")
 	}
 	c := exec.Command("node", "app.mjs", "--home", w.devHome, "--data", data, "--project", "proj-a")
 	c.Dir = dir
@@ -149,9 +145,7 @@ func TestDesktopApp(t *testing.T) {
 		t.Skip("builds the binary; skipped with -short")
 	}
 	ts := needTSClient(t)
-	if out, err := exec.Command("node", filepath.Join(ts, "node_modules", "typescript", "bin", "tsc"), "-p", ts).CombinedOutput(); err != nil {
-		t.Fatalf("tsc -p clients/ts: %v\n%s", err, out)
-	}
+	compileTSClient(t, ts)
 	w := startBinWorld(t, "provider app")
 	w.run(w.devHome, "enable", "--allow", "propose_room_snippet_app", "proj-a")
 	data := filepath.Join(t.TempDir(), "rooms.json")

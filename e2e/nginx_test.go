@@ -209,10 +209,7 @@ func TestThroughNginxWithTLS(t *testing.T) {
 		t.Skip("builds the binary and runs nginx; skipped with -short")
 	}
 	nginx := needNginx(t)
-	bin := filepath.Join(t.TempDir(), "roomrelay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/roomrelay").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := roomrelayBin(t)
 
 	ngxDir := t.TempDir()
 	ca := testutil.NewCA(t, "roomrelay e2e CA")

@@ -107,10 +107,7 @@ func startOAuthWorld(t *testing.T) *oauthWorld {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	w := &oauthWorld{t: t, bin: filepath.Join(t.TempDir(), "roomrelay"), hubHome: t.TempDir(), devHome: t.TempDir(), dev2Home: t.TempDir()}
-	if out, err := exec.Command("go", "build", "-o", w.bin, "../cmd/roomrelay").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	w := &oauthWorld{t: t, bin: roomrelayBin(t), hubHome: t.TempDir(), devHome: t.TempDir(), dev2Home: t.TempDir()}
 	addr := freeLoopbackAddr(t)
 	w.hubURL = "http://" + addr
 	w.start(w.hubHome, "hub", "--listen", addr, "--public-url", w.hubURL, "--heartbeat", "1s",

@@ -21,10 +21,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "roomrelay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/roomrelay").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := roomrelayBin(t)
 	hubHome, devHome := t.TempDir(), t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -31,22 +30,11 @@ func needTSClient(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var missing string
-	if _, err := exec.LookPath("node"); err != nil {
-		missing = "node is not on PATH"
-	} else if v := nodeVersion(); v.major < 20 {
-		missing = "node " + v.text + " is older than 20"
-	} else if st, err := os.Stat(filepath.Join(dir, "node_modules", "typescript")); err != nil || !st.IsDir() {
-		missing = "clients/ts/node_modules is missing"
-	}
+	missing := nodeMissing(dir, "typescript", "")
 	if missing == "" {
 		return dir
 	}
-	msg := missing + "; to run the TypeScript client suite: install Node ≥ 20 and npm, then `cd clients/ts && npm ci`"
-	if os.Getenv("ROOMRELAY_REQUIRE_TSCLIENT") == "1" {
-		t.Fatal(msg + " (ROOMRELAY_REQUIRE_TSCLIENT=1: required, not skipped)")
-	}
-	t.Skip(msg)
+	skipUnlessRequired(t, "ROOMRELAY_REQUIRE_TSCLIENT", missing+"; to run the TypeScript client suite: install Node ≥ 20 and npm, then `cd clients/ts && npm ci`")
 	return ""
 }
 
@@ -60,16 +48,6 @@ type binWorld struct {
 	deviceID         string
 	agent            *exec.Cmd
 	agentLog         *bytes.Buffer
-}
-
-// buildRoomrelay builds cmd/roomrelay into a temp dir.
-func buildRoomrelay(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "roomrelay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/roomrelay").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func (w *binWorld) cmd(home string, args ...string) *exec.Cmd {
@@ -116,7 +94,7 @@ func (w *binWorld) start(home string, args ...string) (*exec.Cmd, *bytes.Buffer)
 // before the agent starts.
 func startBinWorld(t *testing.T, policyExtra string) *binWorld {
 	t.Helper()
-	w := &binWorld{t: t, bin: buildRoomrelay(t), hubHome: t.TempDir(), devHome: t.TempDir()}
+	w := &binWorld{t: t, bin: roomrelayBin(t), hubHome: t.TempDir(), devHome: t.TempDir()}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -193,9 +171,7 @@ var nodeTestCount = regexp.MustCompile(`(?m)^# (pass|fail|skipped|cancelled|todo
 // was skipped or none ran (the suite must not pass by skipping).
 func runNodeTest(t *testing.T, dir string, env []string, files ...string) string {
 	t.Helper()
-	if out, err := exec.Command("node", filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"), "-p", dir).CombinedOutput(); err != nil {
-		t.Fatalf("tsc -p clients/ts: %v\n%s", err, out)
-	}
+	compileTSClient(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), nodeScriptTimeout)
 	defer cancel()
 	// --test-force-exit: a handle a failing test left open must not hold the run to the timeout.
@@ -216,17 +192,6 @@ func runNodeTest(t *testing.T, dir string, env []string, files ...string) string
 	}
 	t.Logf("node --test %s: %d passed", strings.Join(files, " "), counts["pass"])
 	return stdout
-}
-
-func runNodeScriptCtx(ctx context.Context, dir string, env []string, name string, args ...string) (string, string, error) {
-	var out, errb bytes.Buffer
-	c := nodeCommand(ctx, dir, env, name, args...)
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	if ctx.Err() != nil {
-		err = errors.Join(err, ctx.Err())
-	}
-	return out.String(), errb.String(), err
 }
 
 // TestTSClient runs clients/ts's suite against a real agent: discovery,

@@ -45,6 +45,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("cross_node", func(t *testing.T) { testCrossNode(c.with(t), st) })
 	t.Run("read_your_writes", func(t *testing.T) { testReadYourWrites(c.with(t)) })
+	t.Run("oauth_revocation", func(t *testing.T) { testOAuthRevocation(c.with(t)) })
 	t.Run("nats_node_killed", func(t *testing.T) { testNATSNodeKilled(c.with(t), st) })
 	t.Run("hub_node_killed", func(t *testing.T) { testHubNodeKilled(c.with(t), st) })
 	t.Run("full_restart", func(t *testing.T) {

@@ -102,13 +102,16 @@ func newCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(tokFile, []byte(adminToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// One public URL for every node (hub-a's): one OAuth issuer and MCP
+	// resource, as behind a balancer.
+	publicURL := "http://127.0.0.1:" + strconv.Itoa(ports[9])
 	for i, name := range []string{"hub-a", "hub-b", "hub-c"} {
 		h := &hubNode{name: name, addr: "127.0.0.1:" + strconv.Itoa(ports[9+i]), dataDir: filepath.Join(c.p.dir, name)}
 		h.cl = hubclient.New(h.url(), adminToken)
 		h.cl.HTTP = &http.Client{Timeout: 60 * time.Second}
 		h.child = c.p.add(name, relayBin, h.dataDir, "hub", "--listen", h.addr, "--data-dir", h.dataDir,
 			"--nats", strings.Join(urls, ","), "--replicas", "3", "--startup-timeout", "90s",
-			"--node", name, "--admin-token-file", tokFile, "--heartbeat", heartbeat)
+			"--node", name, "--admin-token-file", tokFile, "--heartbeat", heartbeat, "--public-url", publicURL)
 		c.hubs = append(c.hubs, h)
 	}
 	c.lb = newBalancer(t, c.hubs[0].addr, c.hubs[1].addr)

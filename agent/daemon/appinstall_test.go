@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -97,6 +98,7 @@ type deskApp struct {
 	mu        sync.Mutex
 	mangle    bool
 	got       []string                     // methods received
+	builds    []map[string]any             // apps.set_build_state params
 	installed map[string]map[string]string // instance id → files
 	done      chan struct{}
 }
@@ -195,6 +197,13 @@ func (a *deskApp) answer(id json.RawMessage, method string, params json.RawMessa
 		reply["result"] = map[string]any{"instance_id": p.InstanceID, "name": "Timer", "source": "snippet",
 			"launcher": map[string]any{"state": "active", "position": 0},
 			"review":   map[string]any{"state": "approved", "reviewed_at": time.Now().UTC()}, "content_hash": relay.ContentHash(files)}
+	case provider.MethodSetBuildState:
+		var b map[string]any
+		_ = json.Unmarshal(params, &b)
+		a.mu.Lock()
+		a.builds = append(a.builds, b)
+		a.mu.Unlock()
+		reply["result"] = map[string]any{}
 	default:
 		reply["error"] = map[string]any{"code": -32601, "message": "no"}
 	}
@@ -296,6 +305,38 @@ func schemaCheck(t *testing.T, name string, v []byte) {
 	}
 }
 
+// runAppDaemon runs a daemon whose policy selects the desktop app as the
+// room provider, with sb as its sandbox, and returns it with a local API
+// client and its event stream; all end with the test.
+func runAppDaemon(t *testing.T, sb SmokeRunner) (*Daemon, *localapi.Client, *eventReader) {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
+		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t", Sandbox: sb,
+		Notifier: notify.Func(func(context.Context, notify.Note) error { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	pol := "version 1\nprovider app\nproject p\n  enabled yes\n  commands read_room read_room_app_status propose_room_snippet_app\n"
+	if err := os.WriteFile(d.policyPath(), []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c, _, err := discoverSoon(d.cfg.ConfigDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	evs := readEvents(t, c)
+	d.Poke(ctx)
+	testutil.Eventually(t, "the policy selecting the app loaded", d.appMode)
+	return d, c, evs
+}
+
 // TestAppRoomApprovalOverTheSocket: with the desktop app as the room
 // provider, over the agent's real local API socket and a real provider
 // connection: the provider's pid and executable are in GET status and in
@@ -307,30 +348,8 @@ func schemaCheck(t *testing.T, name string, v []byte) {
 // a content hash mismatch leaves the install failed with its reason.
 func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 	sb := realSandbox(t)
-	dir := t.TempDir()
-	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
-		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t", Sandbox: sb,
-		Notifier: notify.Func(func(context.Context, notify.Note) error { return nil })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	pol := "version 1\nprovider app\nproject p\n  enabled yes\n  commands read_room read_room_app_status propose_room_snippet_app\n"
-	if err := os.WriteFile(d.policyPath(), []byte(pol), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	c, _, err := discoverSoon(d.cfg.ConfigDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	evs := readEvents(t, c)
-	d.Poke(ctx)
-	testutil.Eventually(t, "the policy selecting the app loaded", d.appMode)
+	d, c, evs := runAppDaemon(t, sb)
+	ctx := context.Background()
 
 	app := connectDeskApp(t, c.Endpoint().Path, provider.Capabilities{Install: true},
 		[]provider.Room{{ID: "r1", Project: "p", Name: "Standup"}})
@@ -472,5 +491,47 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 	}
 	if as2.InstallState != rooms.InstallFailed || as2.Launcher.State != rooms.LauncherNotInstalled || as2.Build.State != rooms.BuildOK {
 		t.Fatalf("read_room_app_status of the refused install %+v: want failed, not_installed, roomrelay's build ok", as2)
+	}
+}
+
+// TestClosedAppIsToldTheBuildAfterItsInstall: approved while the desktop
+// app is closed, the snippet is smoke-run and recorded at once; the app,
+// which keeps build states (capability build_state), is told that record
+// right after it installs the app on its next connection.
+func TestClosedAppIsToldTheBuildAfterItsInstall(t *testing.T) {
+	d, c, evs := runAppDaemon(t, realSandbox(t))
+	ctx := context.Background()
+	// The directory the app sent before it closed, as the store keeps it.
+	if _, err := d.store.SyncProviderRooms(ctx, []rooms.ProviderRoom{{ID: "r1", Project: "p", Name: "Standup"}}); err != nil {
+		t.Fatal(err)
+	}
+	files := examples.StandupTimer()
+	out, err := d.propose(ctx, rooms.NewProposal{ProjectID: "p", RoomID: "r1", Kind: rooms.SourceSnippet, Name: "Timer",
+		Files: files, IdempotencyKey: relay.SnippetKey("r1", "Timer", files)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := out.(ProposalResult).ProposalID
+	var dec localapi.DecisionResponse
+	if _, err := c.Do(ctx, "POST", "proposals/"+id+"/approve", localapi.DecideRequest{ContentHash: relay.ContentHash(files)}, &dec, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs.next(localapi.EventBuildState, dec.Proposal.InstanceID)
+
+	app := connectDeskApp(t, c.Endpoint().Path, provider.Capabilities{Install: true, BuildState: true},
+		[]provider.Room{{ID: "r1", Project: "p", Name: "Standup"}})
+	close(app.release)
+	evs.next(localapi.EventInstallChanged, `"install_state":"installed"`)
+	testutil.Eventually(t, "apps.set_build_state after the install", func() bool {
+		app.mu.Lock()
+		defer app.mu.Unlock()
+		return len(app.builds) > 0
+	})
+	app.mu.Lock()
+	b := app.builds[0]
+	app.mu.Unlock()
+	if b["instance_id"] != dec.Proposal.InstanceID || b["content_hash"] != dec.Proposal.ContentHash || b["state"] != rooms.BuildOK ||
+		!strings.HasPrefix(fmt.Sprint(b["summary"]), "rendered ") {
+		t.Fatalf("apps.set_build_state %v: want the recorded ok build of %s", b, dec.Proposal.InstanceID)
 	}
 }

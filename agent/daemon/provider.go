@@ -53,6 +53,22 @@ func (d *Daemon) newProvider() {
 	})
 	d.app = d.prov.App()
 	d.installer = provider.NewInstaller(d.store, d.prov, d.pub, d.log)
+	d.installer.Installed = d.installedBuild
+}
+
+// installedBuild tells an app with the build_state capability, once it
+// installed an approved app, roomrelay's record of the smoke-run of that
+// content: the smoke-run after an approval usually ends after the install,
+// and recordBuild tells the app then, but when the app was closed at
+// approval the record came first and the app could not be told.
+func (d *Daemon) installedBuild(ctx context.Context, j rooms.InstallJob) {
+	b, ok, err := d.store.AppBuildOf(ctx, j.InstanceID)
+	if err != nil || !ok || b.RoomID != j.RoomID || b.ContentHash != j.ContentHash {
+		return
+	}
+	if err := d.app.SetBuildState(ctx, j.Project, j.RoomID, j.InstanceID, b.ContentHash, b.Build); err != nil {
+		d.log.Info("the desktop app was not told the build state after its install; roomrelay's record stands", "instance_id", j.InstanceID, "err", err)
+	}
 }
 
 // providerRooms persists the app's directory (so proposals are checked

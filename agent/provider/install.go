@@ -35,6 +35,10 @@ type Installer struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Timeout bounds one apps.install call.
 	Timeout time.Duration
+	// Installed, when set, is called after the app acknowledged an install
+	// (the daemon hands an app with build_state the smoke-run it recorded
+	// before the app had the app), with a context bounded by Timeout.
+	Installed func(ctx context.Context, j rooms.InstallJob)
 }
 
 // NewInstaller builds the install queue over store, delivering through s.
@@ -133,6 +137,11 @@ func (in *Installer) deliver(ctx context.Context, j rooms.InstallJob) bool {
 	if in.events != nil {
 		in.events.Publish(EventInstallChanged, InstallChanged{ProposalID: j.ID, InstanceID: j.InstanceID, Project: j.Project,
 			RoomID: j.RoomID, InstallState: state, Error: why})
+	}
+	if state == rooms.InstallInstalled && in.Installed != nil {
+		cctx, cancel := context.WithTimeout(ctx, in.Timeout)
+		in.Installed(cctx, j)
+		cancel()
 	}
 	return true
 }

@@ -12,6 +12,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,6 +137,23 @@ func testOAuthRevocation(c *cluster) {
 		if s := c.mcpStatus(h, access); s != http.StatusOK {
 			t.Fatalf("the access token on %s: %d", h.name, s)
 		}
+	}
+	// A figure, not asserted: an MCP initialize on hub-b with the OAuth
+	// token (its grant read from the stream leader) and with a client
+	// token, alternating.
+	if tok, err := hubB.cl.CreateClientToken(ctx, project, hubapi.ScopeRead, "cluster-oauth-compare"); err == nil {
+		var oauthLat, tokLat []time.Duration
+		for range 100 {
+			t0 := time.Now()
+			c.mcpStatus(hubB, access)
+			oauthLat = append(oauthLat, time.Since(t0))
+			t0 = time.Now()
+			c.mcpStatus(hubB, tok.Token)
+			tokLat = append(tokLat, time.Since(t0))
+		}
+		slices.Sort(oauthLat)
+		slices.Sort(tokLat)
+		t.Logf("MCP initialize on hub-b, p50 of 100: OAuth %s, client token %s", oauthLat[50], tokLat[50])
 	}
 	gs, err := hubA.cl.OAuthGrants(ctx, project)
 	var grant string

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -86,3 +87,28 @@ func (e leaderEntry) Revision() uint64                { return e.rev }
 func (e leaderEntry) Created() time.Time              { return e.created }
 func (e leaderEntry) Delta() uint64                   { return 0 }
 func (e leaderEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
+
+// latestKV reads a replicated bucket's keys from the stream leader first:
+// where a stale "found" matters (a revoked flag not yet applied on the
+// replica that answers), not only a stale "not found". It costs the same
+// one request, served by the leader. When the leader cannot answer (an
+// election), it falls back to the bucket's own Get: available first, and
+// a write acknowledged before the election is on the new leader anyway.
+type latestKV struct{ countingKV }
+
+func (k latestKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := leaderGet(ctx, k.leader, k.bucket, key)
+	if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) {
+		k.count("get", err)
+		return e, err
+	}
+	return k.countingKV.Get(ctx, key)
+}
+
+// latest is kv reading from its stream's leader when it is replicated.
+func latest(kv jetstream.KeyValue) jetstream.KeyValue {
+	if k, ok := kv.(countingKV); ok && k.leader != nil {
+		return latestKV{k}
+	}
+	return kv
+}

@@ -56,3 +56,56 @@ func TestLeaderGetAgreesWithGet(t *testing.T) {
 		t.Fatalf("a missing bucket reads as %v, want an error that is not 'not found'", err)
 	}
 }
+
+// staleReplica answers Get with an entry the real bucket gave before the
+// latest write, as a replica that has not applied that write does (the
+// bucket keeps one revision, so the old one is held here).
+type staleReplica struct {
+	jetstream.KeyValue
+	old jetstream.KeyValueEntry
+}
+
+func (s staleReplica) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if key == s.old.Key() {
+		return s.old, nil
+	}
+	return s.KeyValue.Get(ctx, key)
+}
+
+// TestGetLatestReadsPastAStaleReplica: in a replicated bucket whose
+// answering replica lags, GetJSON sees the old value (found, so nothing
+// confirms it) and GetLatestJSON the leader's: what makes a grant revoked
+// on one node refused on the others at once.
+func TestGetLatestReadsPastAStaleReplica(t *testing.T) {
+	th := startHub(t, Config{})
+	ctx := context.Background()
+	ck := th.st.proposals.(countingKV)
+	if _, err := ck.Put(ctx, "g1", []byte(`{"revoked":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ck.Get(ctx, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ck.Put(ctx, "g1", []byte(`{"revoked":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	type rec struct {
+		Revoked bool `json:"revoked"`
+	}
+	lagging := countingKV{KeyValue: staleReplica{KeyValue: ck.KeyValue, old: old}, m: ck.m, bucket: ck.bucket, leader: th.nc}
+	if r, _, err := GetJSON[rec](ctx, lagging, "g1"); err != nil || r.Revoked {
+		t.Fatalf("the premise: a lagging replica answers the old value: %+v %v", r, err)
+	}
+	r, _, err := GetLatestJSON[rec](ctx, lagging, "g1")
+	if err != nil || !r.Revoked {
+		t.Fatalf("GetLatestJSON through a lagging replica: %+v %v, want the revoked value", r, err)
+	}
+	if _, _, err := GetLatestJSON[rec](ctx, lagging, "never"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("a missing key: %v", err)
+	}
+	// Not replicated (no leader to ask): the bucket's own read.
+	if r, _, err := GetLatestJSON[rec](ctx, ck, "g1"); err != nil || !r.Revoked {
+		t.Fatalf("an unreplicated bucket: %+v %v", r, err)
+	}
+}

@@ -110,5 +110,13 @@ func GetJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T,
 	return getJSON[T](ctx, kv, key)
 }
 
+// GetLatestJSON is GetJSON as the stream's leader has the key, in a
+// replicated bucket: for the grant every OAuth request reads, so a grant
+// revoked on one node is refused on every other at its next request, not
+// only once the replica that happens to answer has applied the revocation.
+func GetLatestJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
+	return getJSON[T](ctx, latest(kv), key)
+}
+
 // MustJSON encodes one of the hub's own plain record structs.
 func MustJSON(v any) []byte { return mustJSON(v) }

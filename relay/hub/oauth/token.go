@@ -365,7 +365,9 @@ func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, err
 	if s.cfg.Now().After(a.ExpiresAt) || subtle.ConstantTimeCompare([]byte(a.Audience), []byte(s.resource)) != 1 {
 		return nil, hub.ErrBadClientToken
 	}
-	g, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+a.Grant)
+	// The grant as the leader has it: a revocation made on another node a
+	// moment ago holds here now (kvleader.go).
+	g, _, err := hub.GetLatestJSON[grantRec](ctx, b.Grants, "g."+a.Grant)
 	if notFound(err) {
 		return nil, hub.ErrBadClientToken
 	}

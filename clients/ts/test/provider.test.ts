@@ -67,10 +67,14 @@ test("the app registers, its room reaches the cloud, answers are slim", { skip }
   const hello = await p.start();
   assert.equal(hello.protocol_version, 1);
   assert.ok(hello.projects?.includes(ww.appProject!), `hello names the enabled project: ${JSON.stringify(hello)}`);
-  await eventually("status shows the provider", async () => {
+  const st = await eventually("status shows the provider", async () => {
     const s = await client.status();
-    return s.provider.connected && s.provider.app === "suite-app";
+    return s.provider.connected && s.provider.app === "suite-app" ? s : undefined;
   });
+  // The agent names the provider's process as its peer check saw it: this one.
+  assert.equal(st.provider.pid, process.pid, `status names this process as the provider: ${JSON.stringify(st.provider)}`);
+  assert.equal(st.provider.exe, process.execPath, "and its executable");
+  assert.ok(st.provider.since, "and since when");
   const res = await eventually("read_room answered by the app", async () => {
     const r = await hubCall(ww, "read_room", ww.appProject!, { room_id: ROOM });
     return r.ok ? r : undefined;
@@ -104,6 +108,9 @@ test("the app closed: app_not_running at once, proposals still wait, install on 
   assert.ok(pending, "pending in roomrelay's store");
   const d = await client.approve(pending.id, contentHash(files));
   assert.equal(d.state, "approved");
+  // Nobody installed it yet: the proposal views say so.
+  assert.equal(d.proposal.install_state, "pending");
+  assert.equal((await client.proposal(pending.id)).install_state, "pending");
   // Reopen: exactly one apps.install, with the hash the app recomputes.
   const log: Log = { reads: [], installs: [], canceled: [] };
   const p = track(new Provider({ socketPath: ep.path, app: { name: "suite-app", version: "1.1" }, handlers: appHandlers(log), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] }));
@@ -114,6 +121,9 @@ test("the app closed: app_not_running at once, proposals still wait, install on 
   assert.equal(inst.content_hash, contentHash(inst.files ?? {}));
   if (d.proposal.instance_id) assert.equal(inst.instance_id, d.proposal.instance_id, "installed under the id roomrelay assigned");
   await nextMatching(it, (e) => e.type === "install_changed" && JSON.stringify(e.data).includes("installed"));
+  assert.equal((await client.proposal(pending.id)).install_state, "installed");
+  const listed = (await client.proposals("approved")).find((x) => x.id === pending.id);
+  assert.equal(listed?.install_state, "installed", "the list view too");
   const list = await hubCall(ww, "list_room_apps", ww.appProject!, { room_id: ROOM });
   assert.ok(list.ok && JSON.stringify(list).includes(inst.instance_id), `list_room_apps: ${JSON.stringify(list)}`);
   await new Promise((res) => setTimeout(res, 500));

@@ -54,8 +54,10 @@ func serviceErr(err error) error {
 }
 
 const serviceHelp = `By default roomrelay runs as a per-user service, so it can reach your OS
-keyring: a systemd user unit on Linux (~/.config/systemd/user/roomrelay.service)
-or a LaunchAgent on macOS (~/Library/LaunchAgents/roomrelay.plist). --system
+keyring: a systemd user unit on Linux (~/.config/systemd/user/roomrelay.service),
+a LaunchAgent on macOS (~/Library/LaunchAgents/roomrelay.plist), or a Task
+Scheduler task started at your logon on Windows (\roomrelay, in your session;
+stop ends it hard). --system
 installs a system service instead; it cannot reach any user's keyring, so it
 needs the device enrolled with --credential-store file and --home DIR.
 See docs/install.md for every message and what to do about it.`

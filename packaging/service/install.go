@@ -48,6 +48,12 @@ func Install(ctx context.Context, cfg Config) (*Installed, error) {
 	if err := s.checkCredentials(); err != nil {
 		return nil, err
 	}
+	if s.isTask() {
+		if err := s.installTask(ctx); err != nil {
+			return nil, err
+		}
+		return s.installResult(), nil
+	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -69,12 +75,17 @@ func Install(ctx context.Context, cfg Config) (*Installed, error) {
 		}
 		return nil, fmt.Errorf("%w\n  nothing was left installed", msg)
 	}
+	return s.installResult(), nil
+}
+
+// installResult is the result of an install that succeeded.
+func (s *Spec) installResult() *Installed {
 	s.cfg.Logger.Debug("service installed", "kind", s.Kind, "unit", s.UnitPath)
 	r := &Installed{Spec: s, BootNote: s.BootNote()}
 	if _, err := device.LoadConfig(s.Paths); err != nil {
 		r.NotEnrolled = true
 	}
-	return r, nil
+	return r
 }
 
 // checkCredentials refuses a system service unless the token is in the file
@@ -155,6 +166,12 @@ func Uninstall(ctx context.Context, cfg Config) (*Uninstalled, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.isTask() {
+		if err := s.uninstallTask(ctx); err != nil {
+			return nil, err
+		}
+		return &Uninstalled{Spec: s}, nil
+	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -216,6 +233,12 @@ func Control(ctx context.Context, cfg Config, verb Verb) (*Spec, error) {
 	s, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if s.isTask() {
+		if err := s.controlTask(ctx, verb); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	if err := s.open(); err != nil {
 		return nil, err

@@ -42,13 +42,13 @@ func (s *Spec) preflight(ctx context.Context) error {
 		s.Kind, s.UnitPath = "per-user LaunchAgent", filepath.Join(home, "Library", "LaunchAgents", packaging.Name+".plist")
 		return s.notUnderSudo()
 	case "windows":
-		s.Kind = "Windows service"
 		if !s.System {
-			return fail(device.KindUnavailable, errors.New(`Windows has no per-user service that can reach your Credential Manager
-  without storing your password: install a Windows service with --system (it runs
-  as LocalSystem and needs the file credential store and --home), or start
-  'roomrelay run' at logon with Task Scheduler; see packaging/windows.md`))
+			// A service running as the user would need their password
+			// stored with it; a logon task runs in their session instead.
+			s.Kind = "per-user logon task"
+			return nil
 		}
+		s.Kind = "Windows service"
 		return nil
 	default:
 		return fail(device.KindUnavailable, fmt.Errorf("installing a service is not supported on %s: run `roomrelay run` from your init system", runtime.GOOS))

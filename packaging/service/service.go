@@ -72,6 +72,16 @@ type Config struct {
 	// its own systemctl calls (enable, daemon-reload, is-active, ...) from
 	// PATH; this one runs the calls this package makes itself.
 	Systemctl func(ctx context.Context, user bool, args ...string) (string, error)
+
+	// Schtasks runs schtasks.exe with args and returns its trimmed
+	// combined output (RunSchtasks): the Windows per-user logon task.
+	Schtasks func(ctx context.Context, args ...string) (string, error)
+	// CurrentUser is the DOMAIN\user whose logon starts the Windows task
+	// (CurrentUserID).
+	CurrentUser func() (string, error)
+	// TaskName is the Windows task's name (packaging.Name); tests use
+	// their own so they never touch a real install.
+	TaskName string
 }
 
 func (c Config) withDefaults() Config {
@@ -93,6 +103,12 @@ func (c Config) withDefaults() Config {
 	if c.Systemctl == nil {
 		c.Systemctl = RunSystemctl
 	}
+	if c.Schtasks == nil {
+		c.Schtasks = RunSchtasks
+	}
+	if c.CurrentUser == nil {
+		c.CurrentUser = CurrentUserID
+	}
 	return c
 }
 
@@ -104,7 +120,7 @@ type Spec struct {
 	Exe      string // the binary in the service definition
 	Paths    device.Paths
 	UnitPath string // the file the service manager reads ("" on Windows)
-	Kind     string // for messages: "per-user systemd service", "system LaunchDaemon", ...
+	Kind     string // for messages: "per-user systemd service", "system LaunchDaemon", "per-user logon task", ...
 
 	cfg Config
 	svc service.Service // kardianos' handle, once open

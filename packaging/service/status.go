@@ -44,6 +44,9 @@ func Status(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	if s.isTask() {
+		return s.statusTask(ctx)
+	}
 	if err := s.open(); err != nil {
 		return Report{}, err
 	}
@@ -90,6 +93,9 @@ func (s *Spec) autoRestarting(ctx context.Context) bool {
 func (s *Spec) BootNote() string {
 	if runtime.GOOS == "darwin" && !s.System {
 		return "  it starts when you log in (a LaunchAgent runs in your GUI session)"
+	}
+	if s.isTask() {
+		return TaskStartsNote
 	}
 	if runtime.GOOS != "linux" || s.System {
 		return ""

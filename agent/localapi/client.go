@@ -13,12 +13,21 @@ import (
 	"time"
 )
 
+// DefaultTimeout bounds one request of Client.Do: longer than the longest
+// the agent takes to answer (an approval's check, review.DefaultCheckTimeout),
+// so a hung agent fails the call instead of hanging the caller.
+const DefaultTimeout = 60 * time.Second
+
 // Client calls a running agent's local API (the CLI, tests, a Go app).
 type Client struct {
 	// Name goes in the Roomrelay-Client header ("roomrelay-cli/1.2").
 	Name string
-	ep   Endpoint
-	hc   *http.Client
+	// Timeout bounds each Do, from dialing to the last byte of the answer:
+	// 0 is DefaultTimeout, negative is none (ctx alone). Stream is not
+	// bounded by it: an event stream is meant to stay open.
+	Timeout time.Duration
+	ep      Endpoint
+	hc      *http.Client
 }
 
 // ErrNotRunning: no agent answers at the endpoint the discovery file names
@@ -63,7 +72,14 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // Do sends a request to path (below /localapi/v1/, e.g. "status") with body
 // as JSON (nil: none) and decodes a 2xx answer into out (nil: discarded).
 // An error answer is returned as *APIError. hdr adds headers (If-Match).
+// The call ends at ctx's deadline or after Timeout, whichever is first; the
+// error then wraps context.DeadlineExceeded.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any, hdr http.Header) (http.Header, error) {
+	if t := c.timeout(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -110,6 +126,13 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any, hdr
 		}
 	}
 	return resp.Header, nil
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
 }
 
 // Stream opens GET path (events) and returns the response for the caller

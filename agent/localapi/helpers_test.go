@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -92,6 +93,14 @@ func (ta *testAPI) stop() {
 	if err := <-ta.done; err != nil {
 		ta.t.Errorf("Run: %v", err)
 	}
+}
+
+// dialRaw opens a bare connection to ep (a unix socket, or the pipe on
+// Windows), for tests that speak HTTP by hand.
+func dialRaw(ep Endpoint) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return dialEndpoint(ctx, ep)
 }
 
 // raw sends a request with the given headers and returns status, headers

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
 )
 
@@ -44,10 +43,10 @@ func PipeName(cfg ListenConfig) (string, error) {
 }
 
 // Listen creates the named pipe with an owner-only security descriptor
-// (the user and SYSTEM; go-winio also rejects remote clients). The first
-// instance is created with FILE_FLAG_FIRST_PIPE_INSTANCE, so a name that
-// another process already holds fails here: the agent refuses to start
-// rather than share the name with a squatter.
+// (the user and SYSTEM; remote clients are rejected). The first instance is
+// created with FILE_FLAG_FIRST_PIPE_INSTANCE, so a name that another
+// process already holds fails here: the agent refuses to start rather than
+// share the name with a squatter.
 func Listen(cfg ListenConfig) (net.Listener, Endpoint, error) {
 	sid, err := userSID()
 	if err != nil {
@@ -58,7 +57,7 @@ func Listen(cfg ListenConfig) (net.Listener, Endpoint, error) {
 		return nil, Endpoint{}, err
 	}
 	sddl := fmt.Sprintf("O:%sG:%sD:P(A;;GA;;;%s)(A;;GA;;;SY)", sid, sid, sid)
-	ln, err := winio.ListenPipe(name, &winio.PipeConfig{SecurityDescriptor: sddl})
+	ln, err := listenPipe(name, sddl)
 	if errors.Is(err, windows.ERROR_ACCESS_DENIED) || errors.Is(err, windows.ERROR_PIPE_BUSY) {
 		return nil, Endpoint{}, fmt.Errorf("%w (%s): another roomrelay agent runs, or another process took the name", ErrInUse, name)
 	}
@@ -79,34 +78,27 @@ func PeerOf(c net.Conn) (Peer, error) {
 		}
 		c = u.Unwrap()
 	}
-	f, ok := c.(interface{ Fd() uintptr })
+	pc, ok := c.(*pipeConn)
 	if !ok {
 		return Peer{UID: -1}, fmt.Errorf("local api: peer check: not a pipe (%T)", c)
 	}
 	var pid uint32
-	if err := windows.GetNamedPipeClientProcessId(windows.Handle(f.Fd()), &pid); err != nil {
+	if err := windows.GetNamedPipeClientProcessId(pc.h, &pid); err != nil {
 		return Peer{UID: -1}, fmt.Errorf("local api: peer check: client pid: %w", err)
 	}
 	p := Peer{UID: -1, PID: int(pid)}
-	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	sid, err := processSID(pid)
 	if err != nil {
-		return p, fmt.Errorf("local api: peer check: open client process %d: %w", pid, err)
+		return p, fmt.Errorf("local api: peer check: client process %d: %w", pid, err)
 	}
-	defer windows.CloseHandle(h)
-	var tok windows.Token
-	if err := windows.OpenProcessToken(h, windows.TOKEN_QUERY, &tok); err != nil {
-		return p, fmt.Errorf("local api: peer check: client token: %w", err)
-	}
-	defer tok.Close()
-	u, err := tok.GetTokenUser()
-	if err != nil {
-		return p, fmt.Errorf("local api: peer check: client user: %w", err)
-	}
-	p.SID = u.User.Sid.String()
-	buf := make([]uint16, windows.MAX_LONG_PATH)
-	n := uint32(len(buf))
-	if windows.QueryFullProcessImageName(h, 0, &buf[0], &n) == nil {
-		p.Exe = windows.UTF16ToString(buf[:n])
+	p.SID = sid
+	if h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid); err == nil {
+		buf := make([]uint16, windows.MAX_LONG_PATH)
+		n := uint32(len(buf))
+		if windows.QueryFullProcessImageName(h, 0, &buf[0], &n) == nil {
+			p.Exe = windows.UTF16ToString(buf[:n])
+		}
+		windows.CloseHandle(h)
 	}
 	own, err := userSID()
 	if err != nil {
@@ -121,5 +113,5 @@ func dialEndpoint(ctx context.Context, e Endpoint) (net.Conn, error) {
 	if e.Transport != TransportNpipe {
 		return nil, fmt.Errorf("local api: transport %q is not served on this OS", e.Transport)
 	}
-	return winio.DialPipeContext(ctx, e.Path)
+	return dialPipe(ctx, e.Path)
 }

@@ -1,10 +1,12 @@
 package localapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 )
@@ -42,6 +44,11 @@ type Endpoint struct {
 	// (the short path fallback), for the log.
 	Note string `json:"-"`
 }
+
+// Dial connects to the endpoint (a unix socket, or the named pipe on
+// Windows), for a client that speaks something other than Client's JSON
+// calls, such as the room provider's websocket.
+func Dial(ctx context.Context, e Endpoint) (net.Conn, error) { return dialEndpoint(ctx, e) }
 
 // Peer is the process at the other end of a connection.
 type Peer struct {

@@ -7,20 +7,21 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
-// testServer serves a Server on a real unix socket.
+// testServer serves a Server on the local API's real transport: a unix
+// socket, or the named pipe on Windows.
 type testServer struct {
 	*Server
-	sock string
+	ep localapi.Endpoint
 
 	mu    sync.Mutex
 	rooms [][]Room
@@ -47,11 +48,11 @@ func startServer(t testing.TB, mod func(*Config)) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	ts.sock = filepath.Join(dir, "p.sock")
-	ln, err := net.Listen("unix", ts.sock)
+	ln, ep, err := localapi.Listen(localapi.ListenConfig{StateDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ts.ep = ep
 	hs := &http.Server{Handler: ts.Server, ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(ln)
 	t.Cleanup(func() {
@@ -90,7 +91,7 @@ type answerFunc func(app *fakeApp, m message) string
 func dial(t testing.TB, ts *testServer, protos ...string) (*websocket.Conn, *http.Response, error) {
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", ts.sock)
+			return localapi.Dial(ctx, ts.ep)
 		},
 		Subprotocols:     protos,
 		HandshakeTimeout: 5 * time.Second,

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
 // childEnv makes the test binary an install-queue agent (store, provider
-// socket, installer) instead of running tests: ROOMS_DB|SOCKET.
+// endpoint, installer) instead of running tests: ROOMS_DB|STATE_DIR (the
+// endpoint is the local API's for that state dir).
 const childEnv = "ROOMRELAY_PROVIDER_TEST_CHILD"
 
 func TestMain(m *testing.M) {
@@ -29,13 +30,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild serves the provider socket and runs the install queue until
+// runChild serves the provider endpoint and runs the install queue until
 // killed.
 func runChild(arg string) {
-	var db, sock string
+	var db, dir string
 	for i := range arg {
 		if arg[i] == '|' {
-			db, sock = arg[:i], arg[i+1:]
+			db, dir = arg[:i], arg[i+1:]
 		}
 	}
 	ctx := context.Background()
@@ -51,8 +52,8 @@ func runChild(arg string) {
 	}})
 	inst = NewInstaller(st, srv, nil, nil)
 	inst.MinBackoff, inst.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
-	_ = os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
+	// A socket the killed child left is replaced (Listen's stale check).
+	ln, _, err := localapi.Listen(localapi.ListenConfig{StateDir: dir})
 	if err != nil {
 		panic(err)
 	}
@@ -113,7 +114,7 @@ func TestInstallExactlyOnceAcrossKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	db, sock := filepath.Join(dir, "rooms.db"), filepath.Join(dir, "p.sock")
+	db, stateDir := filepath.Join(dir, "rooms.db"), filepath.Join(dir, "state")
 	ctx := context.Background()
 	st, err := rooms.Open(ctx, db, nil)
 	if err != nil {
@@ -136,7 +137,7 @@ func TestInstallExactlyOnceAcrossKill(t *testing.T) {
 
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+db+"|"+sock)
+		cmd.Env = append(os.Environ(), childEnv+"="+db+"|"+stateDir)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -149,9 +150,8 @@ func TestInstallExactlyOnceAcrossKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = cmd.Wait()
-		_ = os.Remove(sock)
 	}
-	ts := &testServer{sock: sock}
+	ts := &testServer{ep: endpointFor(t, stateDir)}
 	connect := func(state *appState) *fakeApp {
 		var conn *fakeApp
 		eventually(t, "the child never served its socket", func() bool {

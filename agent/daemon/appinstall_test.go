@@ -103,11 +103,11 @@ type deskApp struct {
 	done      chan struct{}
 }
 
-func connectDeskApp(t *testing.T, sock string, caps provider.Capabilities, dir []provider.Room) *deskApp {
+func connectDeskApp(t *testing.T, ep localapi.Endpoint, caps provider.Capabilities, dir []provider.Room) *deskApp {
 	t.Helper()
 	dl := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+			return localapi.Dial(ctx, ep) // the unix socket, or the named pipe on Windows
 		},
 		Subprotocols: []string{provider.Subprotocol}, HandshakeTimeout: 5 * time.Second,
 	}
@@ -351,7 +351,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 	d, c, evs := runAppDaemon(t, sb)
 	ctx := context.Background()
 
-	app := connectDeskApp(t, c.Endpoint().Path, provider.Capabilities{Install: true},
+	app := connectDeskApp(t, c.Endpoint(), provider.Capabilities{Install: true},
 		[]provider.Room{{ID: "r1", Project: "p", Name: "Standup"}})
 	exe, err := os.Executable()
 	if err != nil {
@@ -518,7 +518,7 @@ func TestClosedAppIsToldTheBuildAfterItsInstall(t *testing.T) {
 	}
 	evs.next(localapi.EventBuildState, dec.Proposal.InstanceID)
 
-	app := connectDeskApp(t, c.Endpoint().Path, provider.Capabilities{Install: true, BuildState: true},
+	app := connectDeskApp(t, c.Endpoint(), provider.Capabilities{Install: true, BuildState: true},
 		[]provider.Room{{ID: "r1", Project: "p", Name: "Standup"}})
 	close(app.release)
 	evs.next(localapi.EventInstallChanged, `"install_state":"installed"`)

@@ -26,8 +26,9 @@ type Config struct {
 	WorkerCommand []string
 	// Workers is the pool size (default 2).
 	Workers int
-	// MemoryLimitBytes caps a worker's data segment (RLIMIT_DATA, where the
-	// OS has it); the heap watchdog interrupts a run at 40% of it and the Go
+	// MemoryLimitBytes caps a worker's memory: its data segment on Linux
+	// (RLIMIT_DATA), its committed memory on Windows (a Job Object), its
+	// footprint on macOS (the parent's watcher); the heap watchdog interrupts a run at 40% of it and the Go
 	// soft memory limit sits at 60% (default 512 MiB).
 	MemoryLimitBytes int64
 	// Timeout is the wall-clock limit of one smoke-run (default 2s); the

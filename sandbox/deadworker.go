@@ -21,6 +21,8 @@ func (p *Pool) deadWorkerResult(w *worker, err error) *Result {
 		fault = runtimeFault(tail)
 	}
 	switch {
+	case w.mc.Exceeded():
+		return failResult(PhaseMemory, "the snippet exhausted the sandbox's memory limit (%d MiB): the worker's memory footprint reached it and the worker was stopped", p.cfg.MemoryLimitBytes>>20)
 	// At the RLIMIT_DATA cap the Go runtime fails to map memory, or
 	// glibc fails to map a new thread's stack.
 	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") ||

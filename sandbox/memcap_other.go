@@ -1,10 +1,9 @@
-//go:build !windows
+//go:build !windows && !darwin
 
 package sandbox
 
-// memCap is Windows' Job Object; elsewhere the worker caps itself (Linux:
-// RLIMIT_DATA, set by the worker; macOS: the heap watchdog and Go's soft
-// limit only).
+// memCap is Windows' Job Object and macOS's footprint watcher; elsewhere
+// the worker caps itself (Linux: RLIMIT_DATA, set by the worker).
 type memCap struct{}
 
 const memCapDescription = ""
@@ -12,3 +11,6 @@ const memCapDescription = ""
 func capMemory(int, int64) (*memCap, error) { return nil, nil }
 
 func (*memCap) Close() error { return nil }
+
+// Exceeded: the worker caps itself here; its death says so on stderr.
+func (*memCap) Exceeded() bool { return false }

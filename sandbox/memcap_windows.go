@@ -44,6 +44,10 @@ func capMemory(pid int, limit int64) (*memCap, error) {
 	return &memCap{job: job}, nil
 }
 
+// Exceeded: a worker at the job's limit dies by itself ("out of memory"
+// on its stderr), so there is nothing to report here.
+func (*memCap) Exceeded() bool { return false }
+
 // Close closes the job; a process still in it is killed.
 func (c *memCap) Close() error {
 	if c == nil {

@@ -289,6 +289,7 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 			return nil, fmt.Errorf("start sandbox worker: memory cap: %w", err)
 		}
 	}
+	w.mc = mc
 	p.mu.Lock()
 	p.stats.Spawned++
 	p.workers[w] = struct{}{}
@@ -406,7 +407,8 @@ type worker struct {
 	responses chan WorkerResponse
 	exited    chan struct{}
 	waitErr   error // set before exited is closed
-	capped    bool  // runs under a hard memory cap (RLIMIT_DATA, a Job Object)
+	capped    bool  // runs under a hard memory cap (RLIMIT_DATA, a Job Object, the footprint watcher)
+	mc        *memCap
 	runs      int
 	rss       int64
 	idleSince time.Time

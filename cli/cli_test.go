@@ -73,6 +73,24 @@ func TestStatusNotEnrolled(t *testing.T) {
 	}
 }
 
+// TestRunBackgroundLogsToFile: `run --background` (what the Windows logon
+// task runs) writes nothing to stderr; its log, and why it ended, go to
+// agent.log in the state dir, where `roomrelay logs` reads on Windows.
+func TestRunBackgroundLogsToFile(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("it would take the console from the test binary itself; .ci/wine-tests runs run --background")
+	}
+	home := t.TempDir()
+	code, out, errs := run(t, nil, "run", "--background", "--home", home)
+	if code != ExitNotEnrolled || out != "" || errs != "" {
+		t.Fatalf("run --background: %d, stdout %q, stderr %q", code, out, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(home, "state", "agent.log"))
+	if err != nil || !strings.Contains(string(b), "roomrelay run: ") || !strings.Contains(string(b), "not enrolled") {
+		t.Fatalf("agent.log: %v\n%s", err, b)
+	}
+}
+
 func TestRunRefusesWhenNotEnrolled(t *testing.T) {
 	code, _, errs := run(t, nil, "run", "--home", t.TempDir())
 	if code != ExitNotEnrolled || !strings.Contains(errs, "not enrolled") {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -34,6 +37,7 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 func setupRun(fs *flag.FlagSet, e *Env) Runner {
 	paths := pathFlags(fs, e)
 	noSandbox := fs.Bool("no-sandbox", false, "do not smoke-run approved snippets")
+	background := fs.Bool("background", false, "log to agent.log in the state dir instead of stderr and, on Windows, let go of the console window (how the Windows logon task starts the agent)")
 	rf := addRuntimeFlags(fs, e)
 	caFile := caFileFlag(fs, e)
 	return func(ctx context.Context, args []string) error {
@@ -44,10 +48,48 @@ func setupRun(fs *flag.FlagSet, e *Env) Runner {
 		if err != nil {
 			return err
 		}
-		return underServiceManager(ctx, e, filepath.Join(p.State, "agent.log"), func(ctx context.Context) error {
+		logPath := filepath.Join(p.State, "agent.log")
+		if *background {
+			f, err := openAgentLog(p.State, logPath)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			e.Stderr = f
+			e.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: e.LogLevel}))
+			// A console program started by Task Scheduler gets a console
+			// window of its own; closing it would end the agent.
+			if err := detachConsole(); err != nil {
+				e.Logger.Warn("could not let go of the console window", "err", err)
+			}
+			err = underServiceManager(ctx, e, logPath, func(ctx context.Context) error {
+				return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
+			})
+			if err == nil {
+				return nil
+			}
+			// Main would print the failure after f is closed: the log
+			// is where a run without a console says why it ended.
+			return silent(report(&Env{Stdout: io.Discard, Stderr: f}, &Command{Name: "run"}, fs, err))
+		}
+		return underServiceManager(ctx, e, logPath, func(ctx context.Context) error {
 			return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
 		})
 	}
+}
+
+// openAgentLog opens the agent's log file for appending (0600, its
+// directory made 0700 if missing): `run --background` and the Windows
+// service write there, and `roomrelay logs` reads it on Windows.
+func openAgentLog(dir, path string) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("agent log: %w", err)
+	}
+	return f, nil
 }
 
 // runAgent runs the device agent and its sleep watcher until ctx ends or the

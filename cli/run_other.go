@@ -11,3 +11,7 @@ import "context"
 func underServiceManager(ctx context.Context, _ *Env, _ string, fn func(context.Context) error) error {
 	return fn(ctx)
 }
+
+// detachConsole is for Windows, where a console window belongs to the
+// process; elsewhere `run --background` only moves the log.
+func detachConsole() error { return nil }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 
+	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/svc"
 
 	"github.com/roomrelay/roomrelay/packaging"
@@ -97,4 +98,17 @@ func serviceExitCode(err error) (bool, uint32) {
 		return true, uint32(ee.Code)
 	}
 	return true, ExitFailure
+}
+
+var procFreeConsole = windows.NewLazySystemDLL("kernel32.dll").NewProc("FreeConsole")
+
+// detachConsole lets go of this process's console: Task Scheduler gives
+// the logon task's console program a window of its own, which the user
+// could close (ending the agent). The window still shows for a moment at
+// start. Without a console, stderr goes nowhere: the caller logs to a file.
+func detachConsole() error {
+	if r, _, err := procFreeConsole.Call(); r == 0 {
+		return fmt.Errorf("FreeConsole: %w", err)
+	}
+	return nil
 }

@@ -156,12 +156,18 @@ func New(ctx context.Context, cfg Config) (*Spec, error) {
 	return s, nil
 }
 
-// Args are the arguments after Exe in the service definition.
+// Args are the arguments after Exe in the service definition. The Windows
+// logon task adds --background: the agent logs to agent.log and lets go of
+// the console window Task Scheduler gives it.
 func (s *Spec) Args() []string {
-	if s.Home != "" {
-		return []string{"run", "--home", s.Home}
+	args := []string{"run"}
+	if s.isTask() {
+		args = append(args, "--background")
 	}
-	return []string{"run"}
+	if s.Home != "" {
+		args = append(args, "--home", s.Home)
+	}
+	return args
 }
 
 // Render produces the unit file or plist for this spec.

@@ -53,7 +53,7 @@ func TestLogonTaskInstallUninstall(t *testing.T) {
 		// principal or action command.
 		wants := []string{`<URI>\` + name + `</URI>`, "<ExecutionTimeLimit>PT0S</ExecutionTimeLimit>", "<StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>"}
 		if !underWine() {
-			wants = append(wants, "<LogonTrigger>", "<Command>"+exe+"</Command>", `run --home &quot;`+home+`&quot;`, "<LogonType>InteractiveToken</LogonType>")
+			wants = append(wants, "<LogonTrigger>", "<Command>"+exe+"</Command>", `run --background --home &quot;`+home+`&quot;`, "<LogonType>InteractiveToken</LogonType>")
 		}
 		for _, want := range wants {
 			if !strings.Contains(text, want) {

@@ -3,7 +3,8 @@
 // enrolls a device with the file credential store, starts `roomrelay run`,
 // and samples the agent from /proc over a window while it is connected and
 // again with one event stream open on its local API (a desktop app watching
-// it), and after the hub was killed (hub unreachable, agent backing off):
+// it), connected again with the stream closed (a bracket around the stream's
+// phase), and after the hub was killed (hub unreachable, agent backing off):
 //
 //	go run ./bench/idle                      # 2 minutes per phase and build
 //	go run ./bench/idle -window 20s -json    # quicker
@@ -93,10 +94,10 @@ func main() {
 		json.NewEncoder(os.Stdout).Encode(phases)
 		return
 	}
-	fmt.Printf("%-6s %-10s %-8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "build", "phase", "state", "RSSmax", "RSSend", "anon", "file", "CPU s/h", "CPU%", "wakeups/m", "threads")
+	fmt.Printf("%-6s %-15s %-8s %8s %8s %8s %8s %10s %7s %10s %9s %7s\n", "build", "phase", "state", "RSSmax", "RSSend", "anon", "file", "CPU s/h", "CPU%", "wakeups/m", "vol/invol", "threads")
 	for _, p := range phases {
-		fmt.Printf("%-6s %-10s %-8s %6.1fMB %6.1fMB %6.1fMB %6.1fMB %10.2f %6.3f%% %10.1f %7d\n", p.Build, p.Name, p.AgentState,
-			p.RSSMaxMiB, p.RSSEndMiB, p.RSSAnonMiB, p.RSSFileMiB, p.CPUSecPerHour, p.CPUPercent, p.WakeupsPerMin, p.Threads)
+		fmt.Printf("%-6s %-15s %-8s %6.1fMB %6.1fMB %6.1fMB %6.1fMB %10.2f %6.3f%% %10.1f %4d/%-4d %7d\n", p.Build, p.Name, p.AgentState,
+			p.RSSMaxMiB, p.RSSEndMiB, p.RSSAnonMiB, p.RSSFileMiB, p.CPUSecPerHour, p.CPUPercent, p.WakeupsPerMin, p.VoluntaryCS, p.NonvoluntaryCS, p.Threads)
 	}
 	fmt.Printf("window %s per phase; RSS in MiB\n", *window)
 }
@@ -250,6 +251,22 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 	p.Name, p.AgentState = "events", state()
 	phases = append(phases, p)
 	stopStream()
+
+	// The same agent, still connected, with the stream closed again: the
+	// stream's cost is events minus the phases on either side of it, so
+	// drift over the run (a busy machine, runtime housekeeping) shows as a
+	// difference between connected and connected-again instead of being
+	// read as the stream's.
+	if err := benchutil.Sleep(ctx, settle); err != nil {
+		return nil, err
+	}
+	log.Info("measuring connected again, the stream closed", "window", window)
+	p, err = measure(ctx, agent.cmd.Process.Pid, window)
+	if err != nil {
+		return nil, err
+	}
+	p.Name, p.AgentState = "connected-again", state()
+	phases = append(phases, p)
 
 	log.Info("killing the hub")
 	hub.kill()

@@ -176,7 +176,10 @@ func (h *Hub) VerifyClientToken(ctx context.Context, secret string) (*Client, er
 	if err != nil {
 		return nil, unavailable("check the token", err)
 	}
-	rec, _, err := getJSON[clientTokenRec](ctx, h.st.clients, "id."+string(e.Value()))
+	// The record from the stream leader: a replica that has not applied a
+	// revoke yet would otherwise let the token through (the hash key never
+	// changes, so its read may come from any replica).
+	rec, _, err := getJSON[clientTokenRec](ctx, latest(h.st.clients), "id."+string(e.Value()))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrBadClientToken
 	}

@@ -53,3 +53,20 @@ func (l adminList[T]) runner(fs *flag.FlagSet, e *Env) Runner {
 		return tw.Flush()
 	}
 }
+
+// adminOne is the shape of a `roomrelay hub …` command that acts on one id:
+// exactly one argument (else usage, which says where ids are listed), the
+// admin client, then do with that id. do wraps a hub refusal with hubCallErr.
+func adminOne(fs *flag.FlagSet, e *Env, usage string, do func(ctx context.Context, cl *hubclient.Client, id string) error) Runner {
+	c := adminClientFlags(fs, e)
+	return func(ctx context.Context, args []string) error {
+		if len(args) != 1 {
+			return usagef("%s", usage)
+		}
+		cl, err := c()
+		if err != nil {
+			return err
+		}
+		return do(ctx, cl, args[0])
+	}
+}

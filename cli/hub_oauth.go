@@ -77,22 +77,14 @@ func setupApproverAdd(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupApproverLink(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
 	asJSON := fs.Bool("json", false, "print JSON")
-	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 {
-			return usagef("want exactly one approver id (see `roomrelay hub approver list`)")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		l, err := cl.ApproverLoginLink(ctx, args[0])
+	return adminOne(fs, e, "want exactly one approver id (see `roomrelay hub approver list`)", func(ctx context.Context, cl *hubclient.Client, id string) error {
+		l, err := cl.ApproverLoginLink(ctx, id)
 		if err != nil {
 			return hubCallErr(err)
 		}
 		return printLogin(e, l, *asJSON)
-	}
+	})
 }
 
 func setupApproverList(fs *flag.FlagSet, e *Env) Runner {
@@ -112,22 +104,14 @@ func setupApproverList(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupApproverRemove(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 {
-			return usagef("want exactly one approver id (see `roomrelay hub approver list`)")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		a, err := cl.RemoveApprover(ctx, args[0])
+	return adminOne(fs, e, "want exactly one approver id (see `roomrelay hub approver list`)", func(ctx context.Context, cl *hubclient.Client, id string) error {
+		a, err := cl.RemoveApprover(ctx, id)
 		if err != nil {
 			return hubCallErr(err)
 		}
 		fmt.Fprintf(e.Stdout, "removed approver %s (%s); grants they approved stay: `roomrelay hub oauth grants`\n", cell(a.ID), cell(a.Name))
 		return nil
-	}
+	})
 }
 
 func setupOAuthGrants(fs *flag.FlagSet, e *Env) Runner {
@@ -155,22 +139,14 @@ func setupOAuthGrants(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupOAuthRevoke(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 {
-			return usagef("want exactly one grant id (see `roomrelay hub oauth grants`)")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		g, err := cl.RevokeOAuthGrant(ctx, args[0])
+	return adminOne(fs, e, "want exactly one grant id (see `roomrelay hub oauth grants`)", func(ctx context.Context, cl *hubclient.Client, id string) error {
+		g, err := cl.RevokeOAuthGrant(ctx, id)
 		if err != nil {
 			return hubCallErr(err)
 		}
 		fmt.Fprintf(e.Stdout, "revoked OAuth grant %s (%s, project %s)\n", cell(g.ID), cell(g.ClientName), cell(g.Project))
 		return nil
-	}
+	})
 }
 
 func setupOAuthClients(fs *flag.FlagSet, e *Env) Runner {
@@ -188,20 +164,12 @@ func setupOAuthClients(fs *flag.FlagSet, e *Env) Runner {
 }
 
 func setupOAuthForget(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 {
-			return usagef("want exactly one client id (see `roomrelay hub oauth clients`)")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		n, err := cl.ForgetOAuthClient(ctx, args[0])
+	return adminOne(fs, e, "want exactly one client id (see `roomrelay hub oauth clients`)", func(ctx context.Context, cl *hubclient.Client, id string) error {
+		n, err := cl.ForgetOAuthClient(ctx, id)
 		if err != nil {
 			return hubCallErr(err)
 		}
-		fmt.Fprintf(e.Stdout, "forgot OAuth client %s and revoked %d grant(s)\n", cell(args[0]), n)
+		fmt.Fprintf(e.Stdout, "forgot OAuth client %s and revoked %d grant(s)\n", cell(id), n)
 		return nil
-	}
+	})
 }

@@ -95,20 +95,12 @@ func setupHubTokenList(fs *flag.FlagSet, e *Env) Runner {
 
 // setupHubTokenRevoke parses the flags of `roomrelay hub token revoke` and returns its runner.
 func setupHubTokenRevoke(fs *flag.FlagSet, e *Env) Runner {
-	c := adminClientFlags(fs, e)
-	return func(ctx context.Context, args []string) error {
-		if len(args) != 1 {
-			return usagef("want exactly one token id (see `roomrelay hub token list`)")
-		}
-		cl, err := c()
-		if err != nil {
-			return err
-		}
-		t, err := cl.RevokeClientToken(ctx, args[0])
+	return adminOne(fs, e, "want exactly one token id (see `roomrelay hub token list`)", func(ctx context.Context, cl *hubclient.Client, id string) error {
+		t, err := cl.RevokeClientToken(ctx, id)
 		if err != nil {
 			return hubCallErr(err)
 		}
 		fmt.Fprintf(e.Stdout, "revoked client token %s (%s, project %s)\n", t.ID, t.Name, t.Project)
 		return nil
-	}
+	})
 }

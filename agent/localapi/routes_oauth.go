@@ -69,12 +69,8 @@ func (s *Server) decideOAuth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	switch req.DecidedVia {
-	case "":
-		req.DecidedVia = ViaApp
-	case ViaApp, ViaCLI:
-	default:
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "decided_via must be app or cli"))
+	if e := checkVia(&req.DecidedVia); e != nil {
+		writeError(w, e)
 		return
 	}
 	switch req.Scope {

@@ -209,6 +209,19 @@ func (s *Server) declineProposal(w http.ResponseWriter, r *http.Request) {
 	s.decide(w, r, rooms.ProposalDeclined)
 }
 
+// checkVia defaults an empty decided_via to app and refuses anything but
+// app or cli (a decision's audit line names who decided).
+func checkVia(via *string) *APIError {
+	switch *via {
+	case "":
+		*via = ViaApp
+	case ViaApp, ViaCLI:
+	default:
+		return apiErr(http.StatusBadRequest, "invalid_args", "decided_via must be app or cli")
+	}
+	return nil
+}
+
 // decide approves or declines. Approving needs the content hash the owner
 // was shown: another hash is hash_mismatch and the proposal stays pending.
 // Asking again for the state a proposal is already in answers 200 with
@@ -224,12 +237,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 		writeError(w, e)
 		return
 	}
-	switch req.DecidedVia {
-	case "":
-		req.DecidedVia = ViaApp
-	case ViaApp, ViaCLI:
-	default:
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "decided_via must be app or cli"))
+	if e := checkVia(&req.DecidedVia); e != nil {
+		writeError(w, e)
 		return
 	}
 	approve := want == rooms.ProposalApproved

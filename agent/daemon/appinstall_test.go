@@ -26,19 +26,11 @@ import (
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
-	"github.com/roomrelay/roomrelay/sandbox/worker"
+	"github.com/roomrelay/roomrelay/sandbox/sandboxtest"
 )
 
-// workerMarker as the last argument makes the test binary a sandbox worker,
-// so smoke-runs run in real worker processes.
-const workerMarker = "roomrelay-daemon-test-worker"
-
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == workerMarker {
-		os.Exit(worker.Main(context.Background(), os.Stdin, os.Stdout))
-	}
-	os.Exit(m.Run())
-}
+// Smoke-runs run in real worker processes: the test binary is its own worker.
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // recordingSandbox is the real sandbox pool, noting the files of every run.
 type recordingSandbox struct {
@@ -63,27 +55,7 @@ func (r *recordingSandbox) ran() []map[string]string {
 // realSandbox is a one-worker pool with the pinned React runtime (fetched
 // into the user cache if missing, as the sandbox tests do).
 func realSandbox(t *testing.T) *recordingSandbox {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sandbox.Config{Registry: os.Getenv("npm_config_registry"), Workers: 1,
-		WorkerCommand: []string{exe, workerMarker}, Timeout: 10 * time.Second}
-	if cfg.CacheDir, err = sandbox.DefaultCacheDir(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := sandbox.EnsureRuntime(ctx, cfg, nil); err != nil {
-		t.Fatalf("React runtime: %v", err)
-	}
-	p, err := sandbox.NewPool(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return &recordingSandbox{pool: p}
+	return &recordingSandbox{pool: sandboxtest.Pool(t, "", 10*time.Second)}
 }
 
 // deskApp is a desktop app on the agent's real local API socket: it says

@@ -9,47 +9,17 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/sandbox"
-	"github.com/roomrelay/roomrelay/sandbox/worker"
+	"github.com/roomrelay/roomrelay/sandbox/sandboxtest"
 )
 
-// workerMarker as the last argument makes the test binary a sandbox worker,
-// so the checks run real worker processes, as `roomrelay review --web` does.
-const workerMarker = "roomrelay-review-test-worker"
+// The checks run in real worker processes (the test binary is its own
+// worker), as `roomrelay review --web` does.
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[len(os.Args)-1] == workerMarker {
-		os.Exit(worker.Main(context.Background(), os.Stdin, os.Stdout))
-	}
-	os.Exit(m.Run())
-}
-
-// testPool is a one-worker sandbox pool with the pinned React runtime
-// (fetched into the user cache if missing, as the sandbox tests do), or
-// with cacheDir when it is not "".
+// testPool is a one-worker sandbox pool with the pinned React runtime, in
+// cacheDir when it is not "".
 func testPool(t testing.TB, cacheDir string) *sandbox.Pool {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sandbox.Config{CacheDir: cacheDir, Registry: os.Getenv("npm_config_registry"), Workers: 1,
-		WorkerCommand: []string{exe, workerMarker}, Timeout: 5 * time.Second}
-	if cfg.CacheDir == "" {
-		if cfg.CacheDir, err = sandbox.DefaultCacheDir(); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := sandbox.EnsureRuntime(ctx, cfg, nil); err != nil {
-			t.Fatalf("React runtime: %v", err)
-		}
-	}
-	p, err := sandbox.NewPool(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return sandboxtest.Pool(t, cacheDir, 5*time.Second)
 }
 
 // browserChecker is the checker the browser test's page runs with.

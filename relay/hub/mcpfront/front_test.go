@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/internal/testutil/testhub"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -76,7 +76,7 @@ func startFront(t *testing.T, fcfg Config) *frontHub {
 	for _, c := range relay.Codes() {
 		rooms = append(rooms, relay.RoomEntry{Project: "p1", RoomID: "code-" + string(c), Name: string(c)})
 	}
-	fakeDevice(t, "ws://"+srv.Addr()+relay.ConnectPath, en.Token, en.DeviceID, rooms)
+	fakeDevice(t, srv.URL(), en.Token, en.DeviceID, rooms)
 	for _, s := range []string{hubapi.ScopeWrite, hubapi.ScopeRead} {
 		tok, err := fh.cl.CreateClientToken(ctx, "p1", s, "")
 		if err != nil {
@@ -91,61 +91,26 @@ func startFront(t *testing.T, fcfg Config) *frontHub {
 	return fh
 }
 
-func fakeDevice(t *testing.T, url, token, dev string, rooms []relay.RoomEntry) {
+func fakeDevice(t *testing.T, hubURL, token, dev string, rooms []relay.RoomEntry) {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{relay.Subprotocol}}
-	conn, _, err := d.Dial(url, http.Header{"Authorization": {"Bearer " + token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	hello, _ := relay.Encode(&relay.Hello{Protocol: relay.ProtocolVersion, AgentVersion: "fake", DeviceID: dev, OS: "linux", Rooms: rooms})
-	if err := conn.WriteMessage(websocket.TextMessage, hello); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := conn.ReadMessage(); err != nil { // welcome
-		t.Fatal(err)
-	}
-	// Welcome goes out before the hub records the hello's rooms and the
-	// presence; a call routed before them would find no device.
-	cl := hubclient.New("http"+strings.TrimPrefix(strings.TrimSuffix(url, relay.ConnectPath), "ws"), admin)
-	testutil.Eventually(t, "the fake device online", func() bool {
-		d, err := cl.Device(context.Background(), dev)
-		return err == nil && d.Presence.State == hubapi.StateOnline
-	})
-	go func() {
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				return
-			}
-			f, err := relay.Decode(data, 0)
-			cmd, ok := f.(*relay.Command)
-			if err != nil || !ok {
-				continue
-			}
-			var a struct {
-				RoomID string `json:"room_id"`
-			}
-			_ = json.Unmarshal(cmd.Args, &a)
-			res := &relay.Result{ID: cmd.ID, OK: true, Result: json.RawMessage(`{"id":"ok","name":"ok","app_count":0,"pending_proposals":0}`)}
-			switch {
-			case a.RoomID == "silent":
-				continue
-			case a.RoomID == "hostile":
-				b, _ := json.Marshal(map[string]any{"id": "hostile", "name": hostileName, "app_count": 0, "pending_proposals": 0})
-				res = &relay.Result{ID: cmd.ID, OK: true, Result: b}
-			case a.RoomID == "hostile-error":
-				res = &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeNotFound, "%s", hostileName)}
-			case strings.HasPrefix(a.RoomID, "code-"):
-				res = &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.Code(strings.TrimPrefix(a.RoomID, "code-")), "the device says so")}
-			}
-			b, _ := relay.Encode(res)
-			if conn.WriteMessage(websocket.TextMessage, b) != nil {
-				return
-			}
+	testhub.FakeDevice(t, hubURL, admin, token, dev, rooms, func(cmd *relay.Command) *relay.Result {
+		var a struct {
+			RoomID string `json:"room_id"`
 		}
-	}()
+		_ = json.Unmarshal(cmd.Args, &a)
+		switch {
+		case a.RoomID == "silent":
+			return nil
+		case a.RoomID == "hostile":
+			b, _ := json.Marshal(map[string]any{"id": "hostile", "name": hostileName, "app_count": 0, "pending_proposals": 0})
+			return &relay.Result{ID: cmd.ID, OK: true, Result: b}
+		case a.RoomID == "hostile-error":
+			return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.CodeNotFound, "%s", hostileName)}
+		case strings.HasPrefix(a.RoomID, "code-"):
+			return &relay.Result{ID: cmd.ID, Error: relay.Errorf(relay.Code(strings.TrimPrefix(a.RoomID, "code-")), "the device says so")}
+		}
+		return &relay.Result{ID: cmd.ID, OK: true, Result: json.RawMessage(`{"id":"ok","name":"ok","app_count":0,"pending_proposals":0}`)}
+	})
 }
 
 func session(t *testing.T, url, token string) *mcp.ClientSession {

@@ -36,7 +36,7 @@ func TestToolResultsShowNoHiddenCharacters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fakeDevice(t, "ws://"+srv.Addr()+relay.ConnectPath, en.Token, en.DeviceID, []relay.RoomEntry{
+	fakeDevice(t, srv.URL(), en.Token, en.DeviceID, []relay.RoomEntry{
 		{Project: "p1", RoomID: "hostile", Name: hostileName}, {Project: "p1", RoomID: "hostile-error", Name: "x"}})
 	tok, err := cl.CreateClientToken(ctx, "p1", hubapi.ScopeRead, "")
 	if err != nil {

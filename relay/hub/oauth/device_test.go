@@ -44,7 +44,7 @@ func (ta *testAS) enroll(project, name string, rooms ...relay.RoomEntry) (token,
 	if err != nil {
 		ta.t.Fatal(err)
 	}
-	fakeDevice(ta.t, "ws"+strings.TrimPrefix(ta.url, "http")+relay.ConnectPath, en.Token, en.DeviceID, rooms)
+	fakeDevice(ta.t, ta.url, en.Token, en.DeviceID, rooms)
 	return en.Token, en.DeviceID
 }
 

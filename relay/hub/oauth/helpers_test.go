@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/internal/testutil/testhub"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
@@ -98,45 +98,17 @@ func startAS(t *testing.T, mod func(*Config)) *testAS {
 		t.Fatal(err)
 	}
 	ta.devTok, ta.devID = en.Token, en.DeviceID
-	fakeDevice(t, "ws://"+srv.Addr()+relay.ConnectPath, en.Token, en.DeviceID,
+	fakeDevice(t, srv.URL(), en.Token, en.DeviceID,
 		[]relay.RoomEntry{{Project: "p1", RoomID: "r1", Name: "one"}, {Project: "p1", RoomID: "r2", Name: "two"}})
 	return ta
 }
 
 // fakeDevice answers every command with a room summary.
-func fakeDevice(t *testing.T, u, token, dev string, rooms []relay.RoomEntry) {
+func fakeDevice(t *testing.T, hubURL, token, dev string, rooms []relay.RoomEntry) {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{relay.Subprotocol}}
-	conn, _, err := d.Dial(u, http.Header{"Authorization": {"Bearer " + token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	hello, _ := relay.Encode(&relay.Hello{Protocol: relay.ProtocolVersion, AgentVersion: "fake", DeviceID: dev, OS: "linux", Rooms: rooms})
-	if err := conn.WriteMessage(websocket.TextMessage, hello); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := conn.ReadMessage(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			_, data, err := conn.ReadMessage()
-			if err != nil {
-				return
-			}
-			f, err := relay.Decode(data, 0)
-			cmd, ok := f.(*relay.Command)
-			if err != nil || !ok {
-				continue
-			}
-			res := &relay.Result{ID: cmd.ID, OK: true, Result: json.RawMessage(`{"id":"r1","name":"one","app_count":0,"pending_proposals":0}`)}
-			b, _ := relay.Encode(res)
-			if conn.WriteMessage(websocket.TextMessage, b) != nil {
-				return
-			}
-		}
-	}()
+	testhub.FakeDevice(t, hubURL, admin, token, dev, rooms, func(cmd *relay.Command) *relay.Result {
+		return &relay.Result{ID: cmd.ID, OK: true, Result: json.RawMessage(`{"id":"r1","name":"one","app_count":0,"pending_proposals":0}`)}
+	})
 }
 
 // browser is a cookie jar that does not follow redirects.

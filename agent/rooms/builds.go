@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"unicode/utf8"
-
-	"github.com/roomrelay/roomrelay/relay"
 )
 
 // MaxAppBuilds bounds the build records kept for apps the desktop app
@@ -31,16 +28,8 @@ type AppBuild struct {
 // the one before. A zero CheckedAt means now; the summary is cut as
 // SetBuildState cuts it.
 func (s *Store) RecordAppBuild(ctx context.Context, instanceID, roomID, contentHash string, b Build) error {
-	switch b.State {
-	case BuildNone, BuildOK, BuildFailed:
-	default:
-		return relay.Errorf(relay.CodeInvalidArgs, "unknown build state %q", b.State)
-	}
-	if b.CheckedAt.IsZero() {
-		b.CheckedAt = s.now()
-	}
-	if utf8.RuneCountInString(b.Summary) > MaxBuildSummary {
-		b.Summary = string([]rune(b.Summary)[:MaxBuildSummary-1]) + "…"
+	if err := s.normalizeBuild(&b); err != nil {
+		return err
 	}
 	unlock, err := s.lockWrite(ctx)
 	if err != nil {

@@ -379,9 +379,9 @@ func (s *Store) AppendAppLog(ctx context.Context, instanceID, level, message str
 // MaxBuildSummary bounds Build.Summary, in runes.
 const MaxBuildSummary = 200
 
-// SetBuildState records the outcome of an app's local smoke-run. A zero
-// CheckedAt means now; a summary longer than MaxBuildSummary runes is cut.
-func (s *Store) SetBuildState(ctx context.Context, instanceID string, b Build) error {
+// normalizeBuild refuses an unknown state, dates a zero CheckedAt now and
+// cuts a summary longer than MaxBuildSummary runes.
+func (s *Store) normalizeBuild(b *Build) error {
 	switch b.State {
 	case BuildNone, BuildOK, BuildFailed:
 	default:
@@ -392,6 +392,15 @@ func (s *Store) SetBuildState(ctx context.Context, instanceID string, b Build) e
 	}
 	if utf8.RuneCountInString(b.Summary) > MaxBuildSummary {
 		b.Summary = string([]rune(b.Summary)[:MaxBuildSummary-1]) + "…"
+	}
+	return nil
+}
+
+// SetBuildState records the outcome of an app's local smoke-run. A zero
+// CheckedAt means now; a summary longer than MaxBuildSummary runes is cut.
+func (s *Store) SetBuildState(ctx context.Context, instanceID string, b Build) error {
+	if err := s.normalizeBuild(&b); err != nil {
+		return err
 	}
 	return s.execApp(ctx, "set build state", instanceID, `
 		UPDATE apps SET build_state = ?, build_phase = ?, build_checked_at = ?, build_summary = ?

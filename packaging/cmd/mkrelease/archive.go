@@ -45,6 +45,14 @@ func isExecutable(name string) bool {
 	return strings.HasSuffix(b, ".exe") || b == "roomrelay" || b == "roomrelay-sandbox"
 }
 
+// entryMode is an archive entry's mode: 0755 for programs, else 0644.
+func entryMode(name string) fs.FileMode {
+	if isExecutable(name) {
+		return 0o755
+	}
+	return 0o644
+}
+
 // writeTarGz packs stage/base into a gzipped tar with base/ as its top
 // directory.
 func writeTarGz(out, stage, base string) (err error) {
@@ -73,11 +81,7 @@ func writeTarGz(out, stage, base string) (err error) {
 		}
 		fi, err := src.Stat()
 		if err == nil {
-			mode := int64(0o644)
-			if isExecutable(name) {
-				mode = 0o755
-			}
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: fi.Size(), Mode: mode, ModTime: epoch, Format: tar.FormatPAX})
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: fi.Size(), Mode: int64(entryMode(name)), ModTime: epoch, Format: tar.FormatPAX})
 		}
 		if err == nil {
 			_, err = io.Copy(tw, src)
@@ -111,11 +115,7 @@ func writeZip(out, stage, base string) (err error) {
 	zw := zip.NewWriter(f)
 	for _, name := range names {
 		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: epoch}
-		mode := fs.FileMode(0o644)
-		if isExecutable(name) {
-			mode = 0o755
-		}
-		h.SetMode(mode)
+		h.SetMode(entryMode(name))
 		w, err := zw.CreateHeader(h)
 		if err != nil {
 			return err

@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,11 +81,19 @@ func TestConnCapsSpareOtherClients(t *testing.T) {
 	from := func(ip string) *net.Dialer {
 		return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 	}
-	if c, err := from("127.0.0.2").Dial("tcp", ln.Addr().String()); err != nil {
+	// The probe is a whole request, so it was accepted (and counted) before
+	// the wait for it to be uncounted: a bare dial closed at once could be
+	// accepted after that wait and take one of 127.0.0.2's places while the
+	// hogs dial.
+	probe := &http.Client{Transport: &http.Transport{DialContext: from("127.0.0.2").DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := probe.Get("http://" + ln.Addr().String() + "/v1/healthz")
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
 		t.Skipf("cannot bind 127.0.0.2 (not Linux?): %v", err)
-	} else {
-		c.Close()
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	waitFor(t, "the probe uncounted", func() bool { open, _ := lim.Stats(); return open == 0 })
 	var held []net.Conn
 	defer func() {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/internal/testutil"
 )
 
 // TestMain doubles as the client run as another user: with
@@ -208,10 +210,7 @@ func TestConnectionCap(t *testing.T) {
 		held = append(held, c)
 	}
 	// Accept runs in the server's goroutine: wait until both are counted.
-	deadline := time.Now().Add(5 * time.Second)
-	for ta.srv.conns.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, "both connections counted", func() bool { return ta.srv.conns.Load() == 2 })
 	c, err := dialRaw(ta.srv.Endpoint())
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +224,7 @@ func TestConnectionCap(t *testing.T) {
 		h.Close()
 	}
 	// Slots come back.
-	deadline = time.Now().Add(5 * time.Second)
-	for ta.srv.conns.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, "the slots back", func() bool { return ta.srv.conns.Load() == 0 })
 	if _, err := ta.client.Do(context.Background(), "GET", "status", nil, nil, nil); err != nil {
 		t.Fatalf("after the held connections closed: %v", err)
 	}

@@ -258,9 +258,18 @@ type Install struct {
 	ApprovedAt                                    time.Time
 }
 
-// Install asks apps.install. A *relay.Error with not_found or invalid_args
-// is final (the room is gone, or the app refused the content); any other
-// error is worth retrying.
+// AnswerError is the desktop app's error answer to apps.install, with the
+// install-answers table's row for its data.code (Outcome retried for a code
+// the table does not list).
+type AnswerError struct{ Answer InstallAnswer }
+
+func (e *AnswerError) Error() string {
+	return fmt.Sprintf("the desktop app answered apps.install with %q (%s)", e.Answer.Code, e.Answer.Outcome)
+}
+
+// Install asks apps.install. An app's error answer is an *AnswerError whose
+// Answer.Outcome says whether it is final (installAnswers); any other error
+// (no app, no answer by ctx's end, an invalid answer) is worth retrying.
 func (a *App) Install(ctx context.Context, in Install) error {
 	caps, ok := a.caps()
 	if !ok {
@@ -277,11 +286,21 @@ func (a *App) Install(ctx context.Context, in Install) error {
 	} else {
 		params["repository_id"], params["version_id"] = in.RepositoryID, in.VersionID
 	}
+	raw, err := a.s.call(ctx, MethodAppsInstall, params)
+	if e, ok := asRPC(err); ok {
+		ans, _ := installOutcome(cleanText(string(e.relayCode()), 64))
+		a.s.log.Info("the desktop app answered apps.install with an error", "proposal", in.ProposalID, "code", e.Code,
+			"data_code", cleanText(ans.Code, 64), "outcome", ans.Outcome, "message", cleanText(e.Message, maxAppMessageLog))
+		return &AnswerError{Answer: ans}
+	}
+	if err != nil {
+		return err
+	}
 	var r struct {
 		InstanceID string `json:"instance_id"`
 	}
-	if err := a.ask(ctx, MethodAppsInstall, params, roomNotFound(in.RoomID), &r); err != nil {
-		return err
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return invalid(MethodAppsInstall, "not the documented shape")
 	}
 	if r.InstanceID != in.InstanceID {
 		return invalid(MethodAppsInstall, "instance_id is not the one roomrelay assigned")

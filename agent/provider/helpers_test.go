@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/roomrelay/roomrelay/agent/localapi"
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -22,6 +23,9 @@ import (
 type testServer struct {
 	*Server
 	ep localapi.Endpoint
+	// dialer, when set, connects to the server instead of ep (the
+	// in-memory listener of a synctest bubble).
+	dialer func(ctx context.Context) (net.Conn, error)
 
 	mu    sync.Mutex
 	rooms [][]Room
@@ -30,6 +34,46 @@ type testServer struct {
 
 func startServer(t testing.TB, mod func(*Config)) *testServer {
 	t.Helper()
+	ts := newTestServer(mod)
+	// A short directory: a unix socket path has a ~104-byte limit.
+	dir, err := os.MkdirTemp("", "rrprov")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ln, ep, err := localapi.Listen(localapi.ListenConfig{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.ep = ep
+	ts.serve(t, ln)
+	return ts
+}
+
+// startPipeServer is startServer on an in-memory listener, for a
+// testing/synctest bubble (create it inside the bubble): the same server and
+// websocket client, with a net.Pipe for the socket so the bubble's clock runs.
+func startPipeServer(t testing.TB, mod func(*Config)) *testServer {
+	t.Helper()
+	ts := newTestServer(mod)
+	ln := testutil.NewPipeListener()
+	ts.dialer = func(ctx context.Context) (net.Conn, error) { return ln.Dial(ctx, "", "") }
+	ts.serve(t, ln)
+	return ts
+}
+
+func (ts *testServer) serve(t testing.TB, ln net.Listener) {
+	hs := &http.Server{Handler: ts.Server, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		ts.Server.Close()
+		hs.Close()
+		<-served
+	})
+}
+
+func newTestServer(mod func(*Config)) *testServer {
 	ts := &testServer{}
 	cfg := Config{Version: "test", Projects: func() []string { return []string{"p1"} },
 		OnRooms: func(r []Room) { ts.mu.Lock(); ts.rooms = append(ts.rooms, r); ts.mu.Unlock() },
@@ -42,23 +86,6 @@ func startServer(t testing.TB, mod func(*Config)) *testServer {
 		mod(&cfg)
 	}
 	ts.Server = New(cfg)
-	// A short directory: a unix socket path has a ~104-byte limit.
-	dir, err := os.MkdirTemp("", "rrprov")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	ln, ep, err := localapi.Listen(localapi.ListenConfig{StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.ep = ep
-	hs := &http.Server{Handler: ts.Server, ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(ln)
-	t.Cleanup(func() {
-		ts.Server.Close()
-		hs.Close()
-	})
 	return ts
 }
 
@@ -91,6 +118,9 @@ type answerFunc func(app *fakeApp, m message) string
 func dial(t testing.TB, ts *testServer, protos ...string) (*websocket.Conn, *http.Response, error) {
 	d := websocket.Dialer{
 		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			if ts.dialer != nil {
+				return ts.dialer(ctx)
+			}
 			return localapi.Dial(ctx, ts.ep)
 		},
 		Subprotocols:     protos,
@@ -212,15 +242,4 @@ func code(err error) relay.Code {
 		return e.Code
 	}
 	return ""
-}
-
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -154,7 +155,7 @@ func TestInstallExactlyOnceAcrossKill(t *testing.T) {
 	ts := &testServer{ep: endpointFor(t, stateDir)}
 	connect := func(state *appState) *fakeApp {
 		var conn *fakeApp
-		eventually(t, "the child never served its socket", func() bool {
+		testutil.Eventually(t, "the child never served its socket", func() bool {
 			c, _, err := dial(t, ts, Subprotocol)
 			if err != nil {
 				return false
@@ -172,7 +173,7 @@ func TestInstallExactlyOnceAcrossKill(t *testing.T) {
 	// 2. Delivered; the app installs it, and the agent dies before the ack.
 	child := start()
 	app := connect(state)
-	eventually(t, "no apps.install delivered", func() bool { return state.delivered() >= 1 })
+	testutil.Eventually(t, "no apps.install delivered", func() bool { return state.delivered() >= 1 })
 	kill(child)
 	<-app.done
 	// 3. Restarted: delivered again; the app dedupes by proposal id and acks.
@@ -186,7 +187,7 @@ func TestInstallExactlyOnceAcrossKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	eventually(t, "the install never became installed", func() bool {
+	testutil.Eventually(t, "the install never became installed", func() bool {
 		in, err := st.InstallOf(ctx, approved.InstanceID)
 		return err == nil && in.State == rooms.InstallInstalled
 	})
@@ -225,52 +226,6 @@ func connectChildApp(t *testing.T, ts *testServer, answer answerFunc) *fakeApp {
 	go app.serve(answer)
 	t.Cleanup(func() { conn.Close(); <-app.done })
 	return app
-}
-
-// TestInstallRefusedIsFailed: an app that refuses the content (hash) leaves
-// the install failed, visibly, and it is not delivered again.
-func TestInstallRefusedIsFailed(t *testing.T) {
-	ctx := context.Background()
-	st, err := rooms.Open(ctx, filepath.Join(t.TempDir(), "rooms.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.SyncProviderRooms(ctx, []rooms.ProviderRoom{{ID: "r1", Project: "p1", Name: "Room"}}); err != nil {
-		t.Fatal(err)
-	}
-	p, _, err := st.CreateProposal(ctx, rooms.NewProposal{ProjectID: "p1", RoomID: "r1", Kind: rooms.SourceSnippet, Name: "Hi",
-		Files: map[string]string{"src/App.tsx": "x"}, IdempotencyKey: "k1", Provider: rooms.ProviderApp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	approved, err := st.ApproveProposal(ctx, p.ID, p.ContentHash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev recorder
-	ts := startServer(t, nil)
-	inst := NewInstaller(st, ts.Server, &ev, nil)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); inst.Run(rctx) }()
-	defer func() { cancel(); <-done }()
-	app := connectApp(t, ts, allCaps, func(*fakeApp, message) string {
-		return `"error":{"code":-32000,"message":"hash mismatch","data":{"code":"invalid_args"}}`
-	})
-	inst.Kick()
-	eventually(t, "never failed", func() bool {
-		in, err := st.InstallOf(ctx, approved.InstanceID)
-		return err == nil && in.State == rooms.InstallFailed && in.Error != ""
-	})
-	inst.Kick()
-	eventually(t, "no install_changed event", func() bool { return len(ev.got()) == 1 })
-	if e := ev.got()[0]; e.typ != EventInstallChanged || e.data.(InstallChanged).InstallState != rooms.InstallFailed {
-		t.Fatalf("event %+v", e)
-	}
-	if n := len(app.received(MethodAppsInstall)); n != 1 {
-		t.Fatalf("%d deliveries of a refused install, want 1", n)
-	}
 }
 
 type recorded struct {

@@ -103,6 +103,7 @@ type Server struct {
 	log      *slog.Logger
 	upgrader websocket.Upgrader
 	seq      atomic.Uint64
+	conns    uint64 // connections registered so far (under mu): a session's number
 
 	mu      sync.Mutex
 	cur     *session
@@ -156,6 +157,17 @@ func (s *Server) Connected() (AppInfo, bool) {
 		return AppInfo{}, false
 	}
 	return s.cur.app, true
+}
+
+// connection is the current provider connection's number (each hello that
+// registers gets the next one), false when no app is connected.
+func (s *Server) connection() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return 0, false
+	}
+	return s.cur.num, true
 }
 
 // Current reports the current provider connection, if any.
@@ -232,6 +244,8 @@ func (s *Server) register(ss *session) bool {
 	}
 	old := s.cur
 	ss.since = s.cfg.Now().UTC()
+	s.conns++
+	ss.num = s.conns
 	s.cur = ss
 	s.mu.Unlock()
 	if old != nil {

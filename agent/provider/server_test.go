@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -32,7 +33,7 @@ func TestReadRoomThroughTheApp(t *testing.T) {
 	ts := startServer(t, nil)
 	app := connectApp(t, ts, allCaps, roomAnswer("Team room"))
 	app.send(`{"jsonrpc":"2.0","method":"rooms.changed","params":{"rooms":[{"id":"r1","project":"p1","name":"Team room"},{"id":"bad id","project":"p1","name":"x"},{"id":"r1","project":"p1","name":"dup"}]}}`)
-	eventually(t, "the directory never arrived", func() bool { return len(ts.lastRooms()) > 0 })
+	testutil.Eventually(t, "the directory never arrived", func() bool { return len(ts.lastRooms()) > 0 })
 	if got := ts.lastRooms(); len(got) != 1 || got[0] != (Room{ID: "r1", Project: "p1", Name: "Team room"}) {
 		t.Fatalf("directory %+v, want the one valid entry", got)
 	}
@@ -105,7 +106,7 @@ func TestAppGoneMidCall(t *testing.T) {
 	if code(err) != relay.CodeAppNotRunning || ctx.Err() != nil {
 		t.Fatalf("err %v (ctx %v), want app_not_running before the deadline", err, ctx.Err())
 	}
-	eventually(t, "still connected", func() bool { _, ok := ts.Connected(); return !ok })
+	testutil.Eventually(t, "still connected", func() bool { _, ok := ts.Connected(); return !ok })
 }
 
 func TestCancelBecomesCancelRequest(t *testing.T) {
@@ -113,14 +114,14 @@ func TestCancelBecomesCancelRequest(t *testing.T) {
 	app := connectApp(t, ts, allCaps, func(*fakeApp, message) string { return "" }) // never answers
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		eventually(t, "no request", func() bool { return len(app.received(MethodAppsList)) == 1 })
+		testutil.Eventually(t, "no request", func() bool { return len(app.received(MethodAppsList)) == 1 })
 		cancel()
 	}()
 	_, err := ts.App().ListRoomApps(ctx, "p1", "r1", 10, "")
 	if err == nil || ctx.Err() == nil {
 		t.Fatalf("err %v", err)
 	}
-	eventually(t, "no $/cancelRequest", func() bool { return len(app.received(MethodCancel)) == 1 })
+	testutil.Eventually(t, "no $/cancelRequest", func() bool { return len(app.received(MethodCancel)) == 1 })
 	var p struct {
 		ID string `json:"id"`
 	}
@@ -217,7 +218,7 @@ func TestNeverAnsweringProviderEndsAtTheDeadline(t *testing.T) {
 	if err == nil || ctx.Err() == nil {
 		t.Fatalf("err %v before the deadline", err)
 	}
-	eventually(t, "no $/cancelRequest after the deadline", func() bool { return len(app.received(MethodCancel)) == 1 })
+	testutil.Eventually(t, "no $/cancelRequest after the deadline", func() bool { return len(app.received(MethodCancel)) == 1 })
 	// The session survives a slow answer: the app is still the provider.
 	if _, ok := ts.Connected(); !ok {
 		t.Fatal("a silent app was dropped")
@@ -241,7 +242,7 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "two requests", func() bool { return len(app.received(MethodRoomsRead)) == 2 })
+	testutil.Eventually(t, "two requests", func() bool { return len(app.received(MethodRoomsRead)) == 2 })
 	time.Sleep(20 * time.Millisecond) // a third would have been sent by now
 	if n := len(app.received(MethodRoomsRead)); n != 2 {
 		t.Fatalf("%d requests in flight, want at most 2", n)
@@ -306,6 +307,6 @@ func TestSilentConnectionIsDropped(t *testing.T) {
 	defer conn.Close()
 	_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":1,"method":"provider.hello","params":{"protocol_versions":[1]}}`))
 	// This client never reads again, so it never answers a ping.
-	eventually(t, "never connected", func() bool { _, ok := ts.Connected(); return ok })
-	eventually(t, "a provider that answers no ping stays connected", func() bool { _, ok := ts.Connected(); return !ok })
+	testutil.Eventually(t, "never connected", func() bool { _, ok := ts.Connected(); return ok })
+	testutil.Eventually(t, "a provider that answers no ping stays connected", func() bool { _, ok := ts.Connected(); return !ok })
 }

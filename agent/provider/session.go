@@ -22,6 +22,7 @@ type session struct {
 	app   AppInfo   // set by hello, before register; read-only after
 	peer  Peer      // the process behind the connection (ServeHTTP)
 	since time.Time // when it became the provider (register, under srv.mu)
+	num   uint64    // its number among the server's connections (register)
 	done  chan struct{}
 	slots chan struct{} // roomrelay → app requests in flight
 

@@ -41,7 +41,7 @@ func approvedStore(t testing.TB, dir string, props ...string) (*rooms.Store, []r
 	var out []rooms.Proposal
 	for i, r := range props {
 		p, _, err := st.CreateProposal(ctx, rooms.NewProposal{ProjectID: "p1", RoomID: r, Kind: rooms.SourceSnippet, Name: "Hi",
-			Files: map[string]string{"src/App.tsx": "export default function App() { return <p>" + string(rune('a'+i)) + "</p> }"},
+			Files:          map[string]string{"src/App.tsx": "export default function App() { return <p>" + string(rune('a'+i)) + "</p> }"},
 			IdempotencyKey: "k" + string(rune('a'+i)), Provider: rooms.ProviderApp})
 		if err != nil {
 			t.Fatal(err)

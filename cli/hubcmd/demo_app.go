@@ -24,34 +24,11 @@ import (
 // @roomrelay/localapi) owns a Room in its own file. The owner selects it as
 // the room provider; the cloud reads that Room over MCP; the app quits and
 // the model sees app_not_running; a proposal waits; the app reopens, the
-// owner approves at its prompt and the app installs the snippet. Only when
-// node and the example's node_modules are there (a checkout after
-// `npm ci`); otherwise the step is skipped with a line saying why.
+// owner approves at its prompt and the app installs the snippet. From a
+// checkout with Node ≥ 20 on PATH (demo_node.go runs the npm installs the
+// first time); without Node the step is not shown and the demo says why.
 
 const appRoom = "team-standup" // the room the example app creates on its first start
-
-// findDesktopApp returns examples/desktop-app from the working directory or
-// a parent, ready to run, or why not.
-func findDesktopApp() (string, string) {
-	if _, err := exec.LookPath("node"); err != nil {
-		return "", "node is not on PATH"
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err.Error()
-	}
-	for range 6 {
-		dir := filepath.Join(wd, "examples", "desktop-app")
-		if _, err := os.Stat(filepath.Join(dir, "app.mjs")); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "node_modules", "@roomrelay", "localapi", "dist", "src", "index.js")); err != nil {
-				return "", "examples/desktop-app is not installed (cd clients/ts && npm ci && npm run build; cd examples/desktop-app && npm ci)"
-			}
-			return dir, ""
-		}
-		wd = filepath.Dir(wd)
-	}
-	return "", "examples/desktop-app is not here (run the demo from a roomrelay checkout)"
-}
 
 // demoApp is the example app as a child process: commands on stdin, its
 // stable output lines collected.
@@ -159,9 +136,13 @@ func selectProvider(configDir string) ([]byte, error) {
 }
 
 func (d *demo) desktopAppStep(ctx context.Context, call func(string, any) *mcp.CallToolResult, deviceHome, configDir, builtinRoom string) {
-	dir, why := findDesktopApp()
-	if why != "" {
-		d.say("desktop app step skipped: %s", why)
+	dir, skip, err := d.prepareDesktopApp(ctx)
+	if skip != "" {
+		d.skip("the desktop app step", skip)
+		return
+	}
+	if err != nil {
+		d.expect(false, "the desktop app could not be installed: %v", err)
 		return
 	}
 	before, err := selectProvider(configDir)

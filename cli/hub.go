@@ -380,6 +380,9 @@ func adminClientFlags(fs *flag.FlagSet, e *Env) func() (*hubclient.Client, error
 func hubCallErr(err error) error {
 	var ae *hubclient.APIError
 	if errors.As(err, &ae) {
+		if ae.Code == hubapi.CodeOAuthOff {
+			return exitErr(ExitFailure, errors.New(ae.Message))
+		}
 		switch ae.Status {
 		case 401:
 			return exitErr(ExitUsage, fmt.Errorf("%w (check the admin token)", err))

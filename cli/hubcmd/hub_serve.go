@@ -55,7 +55,7 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 	listen := fs.String("listen", cli.DefaultHubListen, "HTTP listen `address`")
 	perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address (IPv6: one /64) may hold (agent websockets excluded; 0: no cap)")
 	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap); at the cap a lighter client takes the place of the heaviest prefix's oldest idle or slow connection")
-	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it (https://hub.example.com): the MCP metadata, and the OAuth issuer (OAuth is off without it; default: from each request's Host)")
+	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it (https://hub.example.com): the MCP metadata, and the OAuth issuer (default on a loopback --listen: that address; elsewhere OAuth is off without it and the MCP metadata follow each request's Host)")
 	dataDir := cli.HubDataDirFlags(fs, e)
 	natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
 	heartbeat := fs.Duration("heartbeat", hub.DefaultHeartbeat, "ping interval; the read deadline is 2.5x")
@@ -93,7 +93,11 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		if err != nil {
 			return hubStartErr(err)
 		}
-		srv, err := startHubServer(ctx, hcfg, ln, *publicURL, of.options(*publicURL), withConns(*perAddr, *maxConns), tlsCfg)
+		public := *publicURL
+		if public == "" && *of.on {
+			public = loopbackURL(*listen, ln, tlsCfg != nil)
+		}
+		srv, err := startHubServer(ctx, hcfg, ln, public, of.options(public), withConns(*perAddr, *maxConns), tlsCfg)
 		if err != nil {
 			return hubStartErr(err)
 		}
@@ -111,9 +115,12 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 		}
 		fmt.Fprintf(e.Stderr, "roomrelay hub listening on %s (%s); admin token in %s; MCP endpoint %s%s\n",
 			srv.url, nats, adminTokenSource(e, dir, adminToken, *adminTokenFile), srv.url, mcpfront.Path)
-		if oa := of.options(*publicURL); oa.on {
-			fmt.Fprintf(e.Stderr, "OAuth for MCP clients: issuer %s; add approvers with `roomrelay hub approver add NAME --project P`\n", *publicURL)
-		} else {
+		switch oa := of.options(public); {
+		case oa.on && *publicURL == "":
+			fmt.Fprintf(e.Stderr, "OAuth for MCP clients: issuer %s (a loopback hub is its own issuer; elsewhere give --public-url); approve on the device or add approvers with `roomrelay hub approver add NAME --project P`\n", public)
+		case oa.on:
+			fmt.Fprintf(e.Stderr, "OAuth for MCP clients: issuer %s; add approvers with `roomrelay hub approver add NAME --project P`\n", public)
+		default:
 			fmt.Fprintln(e.Stderr, "OAuth for MCP clients is off (it needs --public-url); MCP clients use client tokens")
 		}
 		fmt.Fprint(e.Stderr, msrv.banner())

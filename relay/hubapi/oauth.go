@@ -5,6 +5,10 @@ import "time"
 // The OAuth authorization server's API bodies (relay/hub/oauth): device
 // approval with a device token, and the operator's admin calls.
 
+// CodeOAuthOff is the error code of every OAuth path on a hub that serves
+// no OAuth (no --public-url and not on loopback, or --oauth=false).
+const CodeOAuthOff = "oauth_off"
+
 // OAuthApprovalRequest is GET /v1/oauth/device-approvals/{code}: what a
 // browser asks the device's owner to approve.
 type OAuthApprovalRequest struct {

@@ -65,8 +65,10 @@ func setupHubTokenCreate(fs *flag.FlagSet, e *Env) Runner {
 			return json.NewEncoder(e.Stdout).Encode(t)
 		}
 		fmt.Fprintln(e.Stdout, t.Token)
-		fmt.Fprintf(e.Stderr, "client token %s (%s) for project %s, scope %s; shown only now.\nuse it: claude mcp add --transport http roomrelay %s/mcp --header \"Authorization: Bearer %s\"\n",
-			cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, cl.BaseURL, t.Token)
+		// The hint names the token, never repeats it: stderr is what logs
+		// and CI keep.
+		fmt.Fprintf(e.Stderr, "client token %s (%s) for project %s, scope %s; printed above, only now.\nuse it: claude mcp add --transport http roomrelay %s/mcp --header \"Authorization: Bearer TOKEN\"\n",
+			cell(t.ID), cell(t.Name), cell(t.Project), t.Scope, cl.BaseURL)
 		return nil
 	}
 }

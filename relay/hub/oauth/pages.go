@@ -6,7 +6,9 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -92,7 +94,7 @@ func (s *Server) renderConsent(w http.ResponseWriter, p *pendingRec, userCode st
 	d := pageData{Title: "Allow " + p.ClientName + "?", ClientName: p.ClientName, ClientHost: p.ClientHost, RedirectShown: redirectShown(p.RedirectURI),
 		RedirectURI: p.RedirectURI, ReqID: p.ID, CSRF: p.CSRF, Problem: problem, UserCode: userCode,
 		DecisionPath: PathDecision, WaitPath: PathWait, WantsWrite: p.Scope == hubapi.ScopeWrite,
-		AccessTTL: human(s.cfg.AccessTTL.String()), RefreshTTL: human(s.cfg.RefreshTTL.String()), RequestTTL: human(s.cfg.RequestTTL.String())}
+		AccessTTL: human(s.cfg.AccessTTL), RefreshTTL: human(s.cfg.RefreshTTL), RequestTTL: human(s.cfg.RequestTTL)}
 	if ap != nil {
 		d.Approver, d.Projects = ap.rec.Name, ap.rec.Projects
 		d.CanWrite = d.WantsWrite && ap.rec.MaxScope == hubapi.ScopeWrite
@@ -124,14 +126,29 @@ func (s *Server) page(w http.ResponseWriter, status int, t *template.Template, d
 	}
 }
 
-// human trims a duration's zero units: "1h0m0s" → "1h".
-func human(d string) string {
-	for _, z := range []string{"0s", "0m"} {
-		if strings.HasSuffix(d, z) && len(d) > 2 {
-			d = strings.TrimSuffix(d, z)
+// human writes a lifetime for people: whole days as "30 days", otherwise
+// hours, minutes and seconds without the zero units ("1h30m", "10m",
+// "20s"), to the second.
+func human(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d <= 0 {
+		return "0s"
+	}
+	const day = 24 * time.Hour
+	if d >= 2*day && d%day == 0 {
+		return strconv.Itoa(int(d/day)) + " days"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		unit   time.Duration
+		suffix string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			b.WriteString(strconv.Itoa(int(n)) + u.suffix)
+			d -= n * u.unit
 		}
 	}
-	return d
+	return b.String()
 }
 
 // userCodeAlphabet has no 0/O, 1/I/L, or vowels that spell words.

@@ -51,14 +51,21 @@ var buckets = []bucketSpec{
 	{name: bucketNodes, purpose: "hub node liveness", ttl: time.Hour, history: 1, share: 1, field: func(s *store) *jetstream.KeyValue { return &s.nodes }},
 	// OAuth (relay/hub/oauth). Each record carries its own expiry; a
 	// bucket's MaxAge only bounds how long an idle one is kept (a client
-	// or grant in use is rewritten, which restarts its age).
-	{name: bucketOAuthClients, purpose: "OAuth registered clients", ttl: 90 * 24 * time.Hour, history: 1, share: 16, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Clients }},
-	{name: bucketOAuthFlow, purpose: "OAuth requests, codes and login links", ttl: 30 * time.Minute, history: 1, share: 16, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Flow }},
-	{name: bucketOAuthGrants, purpose: "OAuth grants", ttl: 90 * 24 * time.Hour, history: 1, share: 16, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Grants }},
-	{name: bucketOAuthTokens, purpose: "OAuth access and refresh token hashes", ttl: 90 * 24 * time.Hour, history: 1, share: 48, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Tokens }},
-	{name: bucketOAuthApprovers, purpose: "OAuth approvers", history: 1, share: 4, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Approvers }},
-	{name: bucketOAuthSessions, purpose: "OAuth approver browser sessions", ttl: 7 * 24 * time.Hour, history: 1, share: 4, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Sessions }},
+	// or grant in use is rewritten, which restarts its age). Their marker
+	// TTL lets a record carry a shorter life of its own (a rotated refresh
+	// token, a never-used registration) and makes a delete leave nothing
+	// behind for 90 days.
+	{name: bucketOAuthClients, markerTTL: oauthMarkerTTL, purpose: "OAuth registered clients", ttl: 90 * 24 * time.Hour, history: 1, share: 16, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Clients }},
+	{name: bucketOAuthFlow, markerTTL: oauthMarkerTTL, purpose: "OAuth requests, codes and login links", ttl: 30 * time.Minute, history: 1, share: 16, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Flow }},
+	{name: bucketOAuthGrants, markerTTL: oauthMarkerTTL, purpose: "OAuth grants", ttl: 90 * 24 * time.Hour, history: 1, share: 16, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Grants }},
+	{name: bucketOAuthTokens, markerTTL: oauthMarkerTTL, purpose: "OAuth access and refresh token hashes", ttl: 90 * 24 * time.Hour, history: 1, share: 48, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Tokens }},
+	{name: bucketOAuthApprovers, markerTTL: oauthMarkerTTL, purpose: "OAuth approvers", history: 1, share: 4, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Approvers }},
+	{name: bucketOAuthSessions, markerTTL: oauthMarkerTTL, purpose: "OAuth approver browser sessions", ttl: 7 * 24 * time.Hour, history: 1, share: 4, field: func(s *store) *jetstream.KeyValue { return &s.oauth.Sessions }},
 }
+
+// oauthMarkerTTL is how long an OAuth delete marker stays (relay/hub/oauth
+// jsStore purges with the same TTL).
+const oauthMarkerTTL = time.Minute
 
 // The events stream: per device and kind at most eventsPerSubject, so one
 // device's events cannot evict everyone else's.

@@ -73,8 +73,8 @@ func (s staleReplica) Get(ctx context.Context, key string) (jetstream.KeyValueEn
 }
 
 // TestGetLatestReadsPastAStaleReplica: in a replicated bucket whose
-// answering replica lags, GetJSON sees the old value (found, so nothing
-// confirms it) and GetLatestJSON the leader's: what makes a grant revoked
+// answering replica lags, a read sees the old value (found, so nothing
+// confirms it) and a latest() read the leader's (OAuthBuckets.GrantsLatest): what makes a grant revoked
 // on one node refused on the others at once.
 func TestGetLatestReadsPastAStaleReplica(t *testing.T) {
 	th := startHub(t, Config{})
@@ -94,18 +94,18 @@ func TestGetLatestReadsPastAStaleReplica(t *testing.T) {
 		Revoked bool `json:"revoked"`
 	}
 	lagging := countingKV{KeyValue: staleReplica{KeyValue: ck.KeyValue, old: old}, m: ck.m, bucket: ck.bucket, leader: th.nc}
-	if r, _, err := GetJSON[rec](ctx, lagging, "g1"); err != nil || r.Revoked {
+	if r, _, err := getJSON[rec](ctx, lagging, "g1"); err != nil || r.Revoked {
 		t.Fatalf("the premise: a lagging replica answers the old value: %+v %v", r, err)
 	}
-	r, _, err := GetLatestJSON[rec](ctx, lagging, "g1")
+	r, _, err := getJSON[rec](ctx, latest(lagging), "g1")
 	if err != nil || !r.Revoked {
-		t.Fatalf("GetLatestJSON through a lagging replica: %+v %v, want the revoked value", r, err)
+		t.Fatalf("a leader read (OAuthBuckets.GrantsLatest) through a lagging replica: %+v %v, want the revoked value", r, err)
 	}
-	if _, _, err := GetLatestJSON[rec](ctx, lagging, "never"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, _, err := getJSON[rec](ctx, latest(lagging), "never"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("a missing key: %v", err)
 	}
 	// Not replicated (no leader to ask): the bucket's own read.
-	if r, _, err := GetLatestJSON[rec](ctx, ck, "g1"); err != nil || !r.Revoked {
+	if r, _, err := getJSON[rec](ctx, latest(ck), "g1"); err != nil || !r.Revoked {
 		t.Fatalf("an unreplicated bucket: %+v %v", r, err)
 	}
 }

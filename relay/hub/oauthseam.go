@@ -12,8 +12,9 @@ import (
 )
 
 // What the OAuth authorization server (relay/hub/oauth) uses of the hub: its
-// buckets, its metrics registry, device-token authentication, the admin
-// guard and the error writer. The hub owns the buckets (buckets.go) so
+// buckets (behind the oauth package's JetStream store), its metrics
+// registry, device-token authenticated and admin-guarded handlers, and the
+// 503 of a storage failure. The hub owns the buckets (buckets.go) so
 // they are created, replicated and counted like every other; the oauth
 // package owns what is in them.
 
@@ -23,6 +24,11 @@ import (
 // node is found on another at once.
 type OAuthBuckets struct {
 	Clients, Flow, Grants, Tokens, Approvers, Sessions jetstream.KeyValue
+	// GrantsLatest is Grants read as its stream's leader has it: for the
+	// grant every OAuth request reads, so a grant revoked on one node is
+	// refused on every other at its next request, not only once the
+	// replica that happens to answer has applied the revocation.
+	GrantsLatest jetstream.KeyValue
 }
 
 // ErrNotReady is a call made before the hub's Run set up its stores.
@@ -32,7 +38,9 @@ var ErrNotReady = errors.New("hub: not ready (Run has not set up the stores yet)
 func (h *Hub) OAuthBuckets() (OAuthBuckets, error) {
 	select {
 	case <-h.ready:
-		return h.st.oauth, nil
+		b := h.st.oauth
+		b.GrantsLatest = latest(b.Grants)
+		return b, nil
 	default:
 		return OAuthBuckets{}, ErrNotReady
 	}
@@ -41,19 +49,6 @@ func (h *Hub) OAuthBuckets() (OAuthBuckets, error) {
 // Registerer is this hub's Prometheus registry, for components mounted
 // beside it (their metrics then appear at /metrics).
 func (h *Hub) Registerer() prometheus.Registerer { return h.metrics.reg }
-
-// AuthDevice returns the device a device token belongs to; a bad or
-// revoked token is an error WriteError answers 401.
-func (h *Hub) AuthDevice(ctx context.Context, token string) (*hubapi.DeviceSelf, error) {
-	if token == "" {
-		return nil, errNoToken
-	}
-	d, err := h.st.deviceForToken(ctx, token)
-	if err != nil {
-		return nil, err
-	}
-	return &hubapi.DeviceSelf{DeviceID: d.ID, Projects: d.Projects, ServerTime: h.cfg.Now().UTC()}, nil
-}
 
 // ErrDeviceGone is a device that is revoked, unknown, or no longer
 // enrolled for the project.
@@ -88,35 +83,19 @@ func (h *Hub) Admin(fn func(http.ResponseWriter, *http.Request) error) http.Hand
 	return h.admin(fn)
 }
 
-// API adapts a handler that returns its error (answered by WriteError).
-func (h *Hub) API(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
-	return h.api(fn)
+// DeviceAPI serves fn for a device: the request's bearer token must be
+// a live device token (else 401), and fn's error is answered the way the
+// hub's API answers (an *Error as it says, a storage failure 503).
+func (h *Hub) DeviceAPI(fn func(http.ResponseWriter, *http.Request, *hubapi.DeviceSelf) error) http.HandlerFunc {
+	return h.api(func(w http.ResponseWriter, r *http.Request) error {
+		d, err := h.authDevice(r.Context(), r)
+		if err != nil {
+			return err
+		}
+		return fn(w, r, &hubapi.DeviceSelf{DeviceID: d.ID, Projects: d.Projects, ServerTime: h.cfg.Now().UTC()})
+	})
 }
 
-// WriteError answers err the way the hub's API does: an *Error as it
-// says, a device-token failure 401, a storage failure 503.
-func (h *Hub) WriteError(w http.ResponseWriter, r *http.Request, err error) { h.writeErr(w, r, err) }
-
-// Unavailable wraps a storage failure so WriteError answers 503 with what
+// Unavailable wraps a storage failure so the hub's error writer answers 503 with what
 // failed and logs the cause.
 func Unavailable(what string, err error) error { return unavailable(what, err) }
-
-// Bearer is the request's bearer token, or "".
-func Bearer(r *http.Request) string { return bearer(r) }
-
-// GetJSON reads key and decodes it into a T, with the entry's revision for
-// a later compare-and-set: the hub's own KV read, for the OAuth store.
-func GetJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
-	return getJSON[T](ctx, kv, key)
-}
-
-// GetLatestJSON is GetJSON as the stream's leader has the key, in a
-// replicated bucket: for the grant every OAuth request reads, so a grant
-// revoked on one node is refused on every other at its next request, not
-// only once the replica that happens to answer has applied the revocation.
-func GetLatestJSON[T any](ctx context.Context, kv jetstream.KeyValue, key string) (*T, uint64, error) {
-	return getJSON[T](ctx, latest(kv), key)
-}
-
-// MustJSON encodes one of the hub's own plain record structs.
-func MustJSON(v any) []byte { return mustJSON(v) }

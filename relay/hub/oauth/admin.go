@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -29,52 +27,18 @@ func (s *Server) mountAdmin(mux *http.ServeMux, t func(http.HandlerFunc) http.Ha
 }
 
 func invalid(msg string) error {
-	return &hub.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: msg}
+	return &hub.Error{Status: http.StatusBadRequest, Code: apiInvalidRequest, Message: msg}
 }
 
 var (
-	errNoGrant    = &hub.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such OAuth grant"}
-	errNoClient   = &hub.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such OAuth client"}
-	errNoApprover = &hub.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such approver"}
+	errNoGrant    = &hub.Error{Status: http.StatusNotFound, Code: apiNotFound, Message: "no such OAuth grant"}
+	errNoClient   = &hub.Error{Status: http.StatusNotFound, Code: apiNotFound, Message: "no such OAuth client"}
+	errNoApprover = &hub.Error{Status: http.StatusNotFound, Code: apiNotFound, Message: "no such approver"}
 )
-
-// listJSON reads every record under prefix (a bounded bucket).
-func listJSON[T any](ctx context.Context, kv jetstream.KeyValue, filter string) ([]*T, error) {
-	lister, err := kv.ListKeysFiltered(ctx, filter)
-	if err != nil && !jetstreamNoKeys(err) {
-		return nil, hub.Unavailable("list", err)
-	}
-	if lister == nil {
-		return nil, nil
-	}
-	defer lister.Stop()
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	var out []*T
-	for _, k := range keys {
-		v, _, err := hub.GetJSON[T](ctx, kv, k)
-		if notFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, hub.Unavailable("list", err)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-func jetstreamNoKeys(err error) bool { return err == jetstream.ErrNoKeysFound }
 
 // Grants lists the grants (of project, or all), newest first.
 func (s *Server) Grants(ctx context.Context, project string) ([]hubapi.OAuthGrant, error) {
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
-	gs, err := listJSON[grantRec](ctx, b.Grants, "g.*")
+	gs, err := listRecs[grantRec](ctx, s.st, TableGrants, grantPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -100,22 +64,18 @@ func (s *Server) handleGrants(w http.ResponseWriter, r *http.Request) error {
 
 // RevokeGrant revokes a grant on every node from its next request.
 func (s *Server) RevokeGrant(ctx context.Context, id, why string) (*hubapi.OAuthGrant, error) {
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
 	if !strings.HasPrefix(id, "gr-") || len(id) > 40 {
 		return nil, errNoGrant
 	}
-	if _, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+id); notFound(err) {
+	if _, _, err := getRec[grantRec](ctx, s.st, grantKey(id)); notFound(err) {
 		return nil, errNoGrant
 	}
 	if err := s.revokeGrant(ctx, id, why); err != nil {
 		return nil, err
 	}
-	g, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+id)
+	g, _, err := getRec[grantRec](ctx, s.st, grantKey(id))
 	if err != nil {
-		return nil, hub.Unavailable("read the grant", err)
+		return nil, unavailable("read the grant", err)
 	}
 	v := g.view()
 	return &v, nil
@@ -131,11 +91,7 @@ func (s *Server) handleGrantRevoke(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) handleClients(w http.ResponseWriter, r *http.Request) error {
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
-	cs, err := listJSON[clientRec](r.Context(), b.Clients, "c.*")
+	cs, err := listRecs[clientRec](r.Context(), s.st, TableClients, clientPrefix)
 	if err != nil {
 		return err
 	}
@@ -152,20 +108,16 @@ func (s *Server) handleClients(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleForgetClient(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
 	if !strings.HasPrefix(id, "rrcl-") || len(id) > 40 {
 		return errNoClient
 	}
-	if _, err := b.Clients.Get(ctx, "c."+id); notFound(err) {
+	if _, _, err := getRec[clientRec](ctx, s.st, clientKey(id)); notFound(err) {
 		return errNoClient
 	}
-	if err := b.Clients.Purge(ctx, "c."+id); err != nil {
-		return hub.Unavailable("forget the client", err)
+	if err := del(ctx, s.st, clientKey(id), 0); err != nil {
+		return unavailable("forget the client", err)
 	}
-	gs, err := listJSON[grantRec](ctx, b.Grants, "g.*")
+	gs, err := listRecs[grantRec](ctx, s.st, TableGrants, grantPrefix)
 	if err != nil {
 		return err
 	}
@@ -206,14 +158,10 @@ func (s *Server) handleApproverAdd(w http.ResponseWriter, r *http.Request) error
 	default:
 		return invalid("max_scope must be read or write")
 	}
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
 	a := &approverRec{ID: newID("ap-"), Name: name, Projects: slices.Compact(slices.Sorted(slices.Values(req.Projects))),
 		MaxScope: req.MaxScope, CreatedAt: s.cfg.Now().UTC()}
-	if _, err := b.Approvers.Create(r.Context(), "a."+a.ID, hub.MustJSON(a)); err != nil {
-		return hub.Unavailable("store the approver", err)
+	if err := createRec(r.Context(), s.st, approverKey(a.ID), a, 0); err != nil {
+		return unavailable("store the approver", err)
 	}
 	s.log.Info("oauth approver added", "approver", a.ID, "projects", a.Projects)
 	login, err := s.loginLink(r.Context(), a)
@@ -226,32 +174,24 @@ func (s *Server) handleApproverAdd(w http.ResponseWriter, r *http.Request) error
 
 // loginLink issues a one-time login link for approver a.
 func (s *Server) loginLink(ctx context.Context, a *approverRec) (*hubapi.ApproverLogin, error) {
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
 	tok := newSecret(PrefixLogin)
 	exp := s.cfg.Now().UTC().Add(s.cfg.LoginTTL)
-	if _, err := b.Flow.Create(ctx, "l."+hashSecret("login", tok), hub.MustJSON(loginRec{Approver: a.ID, ExpiresAt: exp})); err != nil {
-		return nil, hub.Unavailable("store the login link", err)
+	if err := createRec(ctx, s.st, loginKey(tok), loginRec{Approver: a.ID, ExpiresAt: exp}, 0); err != nil {
+		return nil, unavailable("store the login link", err)
 	}
 	return &hubapi.ApproverLogin{Approver: a.view(), LoginURL: s.issuer + PathLogin + "?t=" + tok, ExpiresAt: exp}, nil
 }
 
 func (s *Server) approverByID(ctx context.Context, id string) (*approverRec, error) {
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
 	if !strings.HasPrefix(id, "ap-") || len(id) > 40 {
 		return nil, errNoApprover
 	}
-	a, _, err := hub.GetJSON[approverRec](ctx, b.Approvers, "a."+id)
+	a, _, err := getRec[approverRec](ctx, s.st, approverKey(id))
 	if notFound(err) {
 		return nil, errNoApprover
 	}
 	if err != nil {
-		return nil, hub.Unavailable("read the approver", err)
+		return nil, unavailable("read the approver", err)
 	}
 	return a, nil
 }
@@ -262,7 +202,7 @@ func (s *Server) handleLoginLink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if a.Removed {
-		return &hub.Error{Status: http.StatusConflict, Code: "removed", Message: "this approver was removed; add them again"}
+		return &hub.Error{Status: http.StatusConflict, Code: apiRemoved, Message: "this approver was removed; add them again"}
 	}
 	login, err := s.loginLink(r.Context(), a)
 	if err != nil {
@@ -273,11 +213,7 @@ func (s *Server) handleLoginLink(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) handleApprovers(w http.ResponseWriter, r *http.Request) error {
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
-	as, err := listJSON[approverRec](r.Context(), b.Approvers, "a.*")
+	as, err := listRecs[approverRec](r.Context(), s.st, TableApprovers, approverPrefix)
 	if err != nil {
 		return err
 	}
@@ -296,11 +232,7 @@ func (s *Server) handleApproverRemove(w http.ResponseWriter, r *http.Request) er
 	if _, err := s.approverByID(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
-	a, err := update(r.Context(), b.Approvers, "a."+r.PathValue("id"), func(a *approverRec) error {
+	a, err := update(r.Context(), s.st, approverKey(r.PathValue("id")), func(a *approverRec) error {
 		if a.Removed {
 			return errSkip
 		}
@@ -308,7 +240,7 @@ func (s *Server) handleApproverRemove(w http.ResponseWriter, r *http.Request) er
 		return nil
 	})
 	if err != nil {
-		return hub.Unavailable("remove the approver", err)
+		return unavailable("remove the approver", err)
 	}
 	writeJSON(w, http.StatusOK, a.view())
 	return nil

@@ -10,9 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -31,13 +28,9 @@ var (
 func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ctx := r.Context()
-	b, err := s.kv()
-	if err != nil {
-		s.localError(w, http.StatusServiceUnavailable, "The hub could not reach its store. Retry in a moment.")
-		return
-	}
 	clientID := q.Get("client_id")
 	var c *clientRec
+	var err error
 	if s.isCIMD(clientID) {
 		if c, err = s.cimd.client(ctx, clientID); err != nil {
 			s.m.authorizations.WithLabelValues("cimd_refused").Inc()
@@ -49,9 +42,9 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		// A registered client's id is a key token; anything else (a URL
 		// while CIMD is off) is unknown, not a store failure.
 		if !clientIDRe.MatchString(clientID) {
-			err = jetstream.ErrKeyNotFound
+			err = ErrNotFound
 		} else {
-			c, _, err = hub.GetJSON[clientRec](ctx, b.Clients, "c."+clientID)
+			c, _, err = getRec[clientRec](ctx, s.st, clientKey(clientID))
 		}
 		if notFound(err) {
 			s.m.authorizations.WithLabelValues("unknown_client").Inc()
@@ -73,25 +66,25 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// From here on errors go back to the client.
-	fail := func(code, desc string) {
-		s.m.authorizations.WithLabelValues(code).Inc()
+	fail := func(code errCode, desc string) {
+		s.m.authorizations.WithLabelValues(string(code)).Inc()
 		s.redirectError(w, r, redirect, q.Get("state"), code, desc)
 	}
 	switch {
 	case q.Get("response_type") != "code":
-		fail("unsupported_response_type", "response_type must be code")
+		fail(codeUnsupportedResponseType, "response_type must be code")
 		return
 	case q.Get("code_challenge") == "":
-		fail("invalid_request", "PKCE is required: send code_challenge with code_challenge_method=S256")
+		fail(codeInvalidRequest, "PKCE is required: send code_challenge with code_challenge_method=S256")
 		return
 	case q.Get("code_challenge_method") != "S256":
-		fail("invalid_request", "code_challenge_method must be S256 (plain is refused, and a missing method means plain)")
+		fail(codeInvalidRequest, "code_challenge_method must be S256 (plain is refused, and a missing method means plain)")
 		return
 	case !challengeRe.MatchString(q.Get("code_challenge")):
-		fail("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier (43 characters)")
+		fail(codeInvalidRequest, "code_challenge must be the base64url SHA-256 of the verifier (43 characters)")
 		return
 	case len(q.Get("state")) > 512:
-		fail("invalid_request", "state is longer than 512 bytes")
+		fail(codeInvalidRequest, "state is longer than 512 bytes")
 		return
 	}
 	resource := q.Get("resource")
@@ -99,12 +92,12 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		resource = s.resource
 	}
 	if !s.isResource(resource) {
-		fail("invalid_target", "this server issues tokens only for the resource "+s.resource)
+		fail(codeInvalidTarget, "this server issues tokens only for the resource "+s.resource)
 		return
 	}
 	scope, err := parseScope(q.Get("scope"))
 	if err != nil {
-		fail("invalid_scope", err.(*oauthErr).desc)
+		fail(codeInvalidScope, err.(*oauthErr).desc)
 		return
 	}
 	now := s.cfg.Now().UTC()
@@ -112,13 +105,13 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	userCode := newUserCode()
 	p := &pendingRec{ID: newID("rq-"), Client: c.ID, ClientName: c.Name, ClientHost: c.Host, RedirectURI: redirect, State: q.Get("state"),
 		Challenge: q.Get("code_challenge"), Resource: s.resource, Scope: scope, BrowserHash: hashSecret("browser", browser),
-		CSRF: newSecret(""), UserCodeHash: hashSecret("user-code", userCode), Addr: s.hub.ClientAddr(r),
+		CSRF: newSecret(""), UserCodeHash: userCodeHash(userCode), Addr: s.hub.ClientAddr(r),
 		UserAgent: cut(r.UserAgent(), 200), CreatedAt: now, ExpiresAt: now.Add(s.cfg.RequestTTL)}
-	if _, err := b.Flow.Create(ctx, "r."+p.ID, hub.MustJSON(p)); err != nil {
+	if err := createRec(ctx, s.st, requestKey(p.ID), p, 0); err != nil {
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the request. Retry in a moment.")
 		return
 	}
-	if _, err := b.Flow.Create(ctx, "u."+p.UserCodeHash, []byte(p.ID)); err != nil {
+	if uk := userCodeKey(userCode); storeErr(s.st.Create(ctx, uk.t, uk.k, []byte(p.ID), 0)) != nil { // the request id, raw
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the request. Retry in a moment.")
 		return
 	}
@@ -141,11 +134,7 @@ func (s *Server) touchClient(ctx context.Context, c *clientRec) {
 	if c.Host != "" || now.Sub(c.LastUsed) < 24*time.Hour { // a metadata document is not stored
 		return
 	}
-	b, err := s.kv()
-	if err != nil {
-		return
-	}
-	_, _ = update(context.WithoutCancel(ctx), b.Clients, "c."+c.ID, func(c *clientRec) error {
+	_, _ = update(context.WithoutCancel(ctx), s.st, clientKey(c.ID), func(c *clientRec) error {
 		c.LastUsed = now
 		return nil
 	})
@@ -153,8 +142,8 @@ func (s *Server) touchClient(ctx context.Context, c *clientRec) {
 
 // redirectError sends an error back to a verified redirect URI, with iss
 // (RFC 9207) and the client's state.
-func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code, desc string) {
-	v := url.Values{"error": {code}, "error_description": {desc}, "iss": {s.issuer}}
+func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, redirect, state string, code errCode, desc string) {
+	v := url.Values{"error": {string(code)}, "error_description": {desc}, "iss": {s.issuer}}
 	if state != "" {
 		v.Set("state", state)
 	}
@@ -219,15 +208,11 @@ func (s *Server) approver(r *http.Request) *signedIn {
 	if !strings.HasPrefix(tok, prefixSession) || len(tok) > 100 {
 		return nil
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil
-	}
-	sess, _, err := hub.GetJSON[sessionRec](r.Context(), b.Sessions, "s."+hashSecret("session", tok))
+	sess, _, err := getRec[sessionRec](r.Context(), s.st, sessionKey(tok))
 	if err != nil || s.cfg.Now().After(sess.ExpiresAt) {
 		return nil
 	}
-	a, _, err := hub.GetJSON[approverRec](r.Context(), b.Approvers, "a."+sess.Approver)
+	a, _, err := getRec[approverRec](r.Context(), s.st, approverKey(sess.Approver))
 	if err != nil || a.Removed {
 		return nil
 	}
@@ -239,11 +224,7 @@ func (s *Server) loadPending(r *http.Request, id string) (*pendingRec, uint64, s
 	if !strings.HasPrefix(id, "rq-") || len(id) != 27 {
 		return nil, 0, "This approval page is not valid. Start again from your MCP client."
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, 0, "The hub could not reach its store. Retry in a moment."
-	}
-	p, rev, err := hub.GetJSON[pendingRec](r.Context(), b.Flow, "r."+id)
+	p, rev, err := getRec[pendingRec](r.Context(), s.st, requestKey(id))
 	if err != nil || s.cfg.Now().After(p.ExpiresAt) {
 		return nil, 0, "This approval request expired or is unknown. Start again from your MCP client."
 	}
@@ -286,7 +267,7 @@ func (s *Server) serveDecision(w http.ResponseWriter, r *http.Request) {
 	if r.PostForm.Get("action") != "approve" {
 		if s.finish(w, r, p, rev, stateDone) {
 			s.m.authorizations.WithLabelValues("denied").Inc()
-			s.redirectError(w, r, p.RedirectURI, p.State, "access_denied", "the approver denied the request")
+			s.redirectError(w, r, p.RedirectURI, p.State, codeAccessDenied, "the approver denied the request")
 		}
 		return
 	}
@@ -318,14 +299,9 @@ func (s *Server) serveDecision(w http.ResponseWriter, r *http.Request) {
 // finish marks a request decided (compare-and-set: a form posted twice
 // issues one code); false means the answer was written.
 func (s *Server) finish(w http.ResponseWriter, r *http.Request, p *pendingRec, rev uint64, state string) bool {
-	b, err := s.kv()
-	if err != nil {
-		s.localError(w, http.StatusServiceUnavailable, "The hub could not reach its store. Retry in a moment.")
-		return false
-	}
 	p.Decided = state
-	if _, err := b.Flow.Update(r.Context(), "r."+p.ID, hub.MustJSON(p), rev); err != nil {
-		if isRevMismatch(err) {
+	if err := putRec(r.Context(), s.st, requestKey(p.ID), p, rev); err != nil {
+		if isConflict(err) {
 			s.localError(w, http.StatusConflict, "This request was already decided. Start again from your MCP client if you need to.")
 			return false
 		}
@@ -338,15 +314,10 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, p *pendingRec, r
 // issueCodeRedirect stores a code for an approved request and sends the
 // browser back to the client with it.
 func (s *Server) issueCodeRedirect(w http.ResponseWriter, r *http.Request, p *pendingRec) {
-	b, err := s.kv()
-	if err != nil {
-		s.localError(w, http.StatusServiceUnavailable, "The hub could not reach its store. Retry in a moment.")
-		return
-	}
 	code := newSecret(PrefixCode)
 	rec := codeRec{Client: p.Client, ClientName: p.ClientName, RedirectURI: p.RedirectURI, Challenge: p.Challenge,
 		Resource: p.Resource, Approval: *p.Approval, ExpiresAt: s.cfg.Now().UTC().Add(s.cfg.CodeTTL)}
-	if _, err := b.Flow.Create(r.Context(), "z."+hashSecret("code", code), hub.MustJSON(rec)); err != nil {
+	if err := createRec(r.Context(), s.st, codeKey(code), rec, 0); err != nil {
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the code. Start again from your MCP client.")
 		return
 	}
@@ -378,13 +349,13 @@ func (s *Server) serveWait(w http.ResponseWriter, r *http.Request) {
 	case stateDenied:
 		if s.finish(w, r, p, rev, stateDone) {
 			s.m.authorizations.WithLabelValues("denied").Inc()
-			s.redirectError(w, r, p.RedirectURI, p.State, "access_denied", "the device's owner denied the request")
+			s.redirectError(w, r, p.RedirectURI, p.State, codeAccessDenied, "the device's owner denied the request")
 		}
 	case stateDone:
 		s.localError(w, http.StatusConflict, "This request was already completed.")
 	default:
 		code := q.Get("code")
-		if hashSecret("user-code", code) != p.UserCodeHash {
+		if userCodeHash(code) != p.UserCodeHash {
 			code = "" // the page shows the code only to whoever already has it
 		}
 		s.renderWait(w, p, code)
@@ -394,40 +365,34 @@ func (s *Server) serveWait(w http.ResponseWriter, r *http.Request) {
 // serveLogin redeems a one-time approver login link for a session cookie.
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("t")
-	b, err := s.kv()
-	if err != nil {
-		s.localError(w, http.StatusServiceUnavailable, "The hub could not reach its store. Retry in a moment.")
-		return
-	}
 	if !strings.HasPrefix(tok, PrefixLogin) || len(tok) > 100 {
 		s.localError(w, http.StatusBadRequest, "This login link is not valid.")
 		return
 	}
-	key := "l." + hashSecret("login", tok)
-	e, err := b.Flow.Get(r.Context(), key)
+	key := loginKey(tok)
+	lr, rev, err := getRec[loginRec](r.Context(), s.st, key)
 	if err != nil {
 		s.localError(w, http.StatusBadRequest, "This login link is unknown, expired or already used. Ask the hub's operator for a new one (`roomrelay hub approver login-link`).")
 		return
 	}
-	var lr loginRec
-	if jsonErr := jsonUnmarshal(e.Value(), &lr); jsonErr != nil || s.cfg.Now().After(lr.ExpiresAt) {
+	if s.cfg.Now().After(lr.ExpiresAt) {
 		s.localError(w, http.StatusBadRequest, "This login link expired. Ask the hub's operator for a new one (`roomrelay hub approver login-link`).")
 		return
 	}
 	// Single use: delete only the revision read, so two redemptions race to one.
-	if err := b.Flow.Delete(r.Context(), key, lastRevision(e.Revision())); err != nil {
+	if err := del(r.Context(), s.st, key, rev); err != nil {
 		s.localError(w, http.StatusBadRequest, "This login link was already used. Ask the hub's operator for a new one.")
 		return
 	}
-	a, _, err := hub.GetJSON[approverRec](r.Context(), b.Approvers, "a."+lr.Approver)
+	a, _, err := getRec[approverRec](r.Context(), s.st, approverKey(lr.Approver))
 	if err != nil || a.Removed {
 		s.localError(w, http.StatusForbidden, "This approver was removed.")
 		return
 	}
 	sess := newSecret(prefixSession)
 	now := s.cfg.Now().UTC()
-	if _, err := b.Sessions.Create(r.Context(), "s."+hashSecret("session", sess),
-		hub.MustJSON(sessionRec{Approver: a.ID, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)})); err != nil {
+	if err := createRec(r.Context(), s.st, sessionKey(sess),
+		sessionRec{Approver: a.ID, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL)}, 0); err != nil {
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not start the session. Retry in a moment.")
 		return
 	}

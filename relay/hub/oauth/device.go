@@ -17,47 +17,40 @@ import (
 // grant is bound to that device and one of its projects.
 
 var (
-	errUnknownCode = &hub.Error{Status: http.StatusNotFound, Code: "not_found",
+	errUnknownCode = &hub.Error{Status: http.StatusNotFound, Code: apiNotFound,
 		Message: "no pending approval has this code (mistyped, expired after a few minutes, or already decided): start again in the browser"}
-	errDecided = &hub.Error{Status: http.StatusConflict, Code: "already_decided", Message: "this request was already decided"}
+	errDecided = &hub.Error{Status: http.StatusConflict, Code: apiConflict, Message: "this request was already decided"}
 )
 
-// pendingByCode authenticates the device and finds the request.
-func (s *Server) pendingByCode(r *http.Request) (*hubapi.DeviceSelf, *pendingRec, uint64, error) {
-	dev, err := s.hub.AuthDevice(r.Context(), hub.Bearer(r))
-	if err != nil {
-		return nil, nil, 0, err
-	}
+// pendingByCode finds the request a user code names.
+func (s *Server) pendingByCode(r *http.Request) (*pendingRec, uint64, error) {
 	code, ok := normalizeUserCode(r.PathValue("code"))
 	if !ok {
-		return nil, nil, 0, errUnknownCode
+		return nil, 0, errUnknownCode
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	e, err := b.Flow.Get(r.Context(), "u."+hashSecret("user-code", code))
+	uk := userCodeKey(code)
+	e, err := s.st.Get(r.Context(), uk.t, uk.k)
 	if notFound(err) {
-		return nil, nil, 0, errUnknownCode
+		return nil, 0, errUnknownCode
 	}
 	if err != nil {
-		return nil, nil, 0, hub.Unavailable("read the approval", err)
+		return nil, 0, unavailable("read the approval", err)
 	}
-	p, rev, err := hub.GetJSON[pendingRec](r.Context(), b.Flow, "r."+string(e.Value()))
+	p, rev, err := getRec[pendingRec](r.Context(), s.st, requestKey(string(e.Value)))
 	if notFound(err) {
-		return nil, nil, 0, errUnknownCode
+		return nil, 0, errUnknownCode
 	}
 	if err != nil {
-		return nil, nil, 0, hub.Unavailable("read the approval", err)
+		return nil, 0, unavailable("read the approval", err)
 	}
 	if s.cfg.Now().After(p.ExpiresAt) {
-		return nil, nil, 0, errUnknownCode
+		return nil, 0, errUnknownCode
 	}
-	return dev, p, rev, nil
+	return p, rev, nil
 }
 
-func (s *Server) handleDeviceGet(w http.ResponseWriter, r *http.Request) error {
-	dev, p, _, err := s.pendingByCode(r)
+func (s *Server) handleDeviceGet(w http.ResponseWriter, r *http.Request, dev *hubapi.DeviceSelf) error {
+	p, _, err := s.pendingByCode(r)
 	if err != nil {
 		return err
 	}
@@ -75,12 +68,12 @@ func (s *Server) handleDeviceGet(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request, dev *hubapi.DeviceSelf) error {
 	var d hubapi.OAuthDecision
 	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<10)).Decode(&d); err != nil {
-		return &hub.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: `the body must be {"approve":true|false,"project":"P","scope":"read|write"}`}
+		return &hub.Error{Status: http.StatusBadRequest, Code: apiInvalidRequest, Message: `the body must be {"approve":true|false,"project":"P","scope":"read|write"}`}
 	}
-	dev, p, rev, err := s.pendingByCode(r)
+	p, rev, err := s.pendingByCode(r)
 	if err != nil {
 		return err
 	}
@@ -95,10 +88,10 @@ func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request) error 
 		}
 		switch {
 		case project == "":
-			return &hub.Error{Status: http.StatusBadRequest, Code: "invalid_request",
+			return &hub.Error{Status: http.StatusBadRequest, Code: apiInvalidRequest,
 				Message: "this device is enrolled for several projects: name one (--project)"}
 		case !slices.Contains(dev.Projects, project):
-			return &hub.Error{Status: http.StatusForbidden, Code: "forbidden",
+			return &hub.Error{Status: http.StatusForbidden, Code: apiForbidden,
 				Message: "this device is not enrolled for project " + project + ", so it cannot approve access to it"}
 		}
 		scope := hubapi.ScopeRead
@@ -106,11 +99,11 @@ func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request) error 
 		case "", hubapi.ScopeRead:
 		case hubapi.ScopeWrite:
 			if p.Scope != hubapi.ScopeWrite {
-				return &hub.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "the client did not ask to propose apps; approve read only"}
+				return &hub.Error{Status: http.StatusBadRequest, Code: apiInvalidRequest, Message: "the client did not ask to propose apps; approve read only"}
 			}
 			scope = hubapi.ScopeWrite
 		default:
-			return &hub.Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: "scope must be read or write"}
+			return &hub.Error{Status: http.StatusBadRequest, Code: apiInvalidRequest, Message: "scope must be read or write"}
 		}
 		p.Approval = &approval{Project: project, Scope: scope, Device: dev.DeviceID, By: dev.DeviceID, Via: "device"}
 		p.Decided = stateApproved
@@ -118,15 +111,11 @@ func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request) error 
 	} else {
 		p.Decided = stateDenied
 	}
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
-	if _, err := b.Flow.Update(r.Context(), "r."+p.ID, hub.MustJSON(p), rev); err != nil {
-		if isRevMismatch(err) {
+	if err := putRec(r.Context(), s.st, requestKey(p.ID), p, rev); err != nil {
+		if isConflict(err) {
 			return errDecided
 		}
-		return hub.Unavailable("record the decision", err)
+		return unavailable("record the decision", err)
 	}
 	s.log.Info("oauth request decided on a device", "device", dev.DeviceID, "client", p.Client, "approved", d.Approve,
 		"project", out.Project, "scope", out.Scope, "decided_via", "device")

@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, g := range []string{"authorization_code", "refresh_token"} {
 		m.tokens.WithLabelValues(g, "ok")
-		m.tokens.WithLabelValues(g, "invalid_grant")
+		m.tokens.WithLabelValues(g, string(codeInvalidGrant))
 	}
 	m.registrations.WithLabelValues("ok")
 	m.authorizations.WithLabelValues("approved_approver")

@@ -2,15 +2,12 @@ package oauth
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -186,7 +183,3 @@ func normalizeUserCode(s string) (string, bool) {
 	}
 	return string(out[:4]) + "-" + string(out[4:]), true
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
-func lastRevision(rev uint64) jetstream.KVDeleteOpt { return jetstream.LastRevision(rev) }

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // Dynamic client registration (RFC 7591): public clients only, and only
@@ -116,9 +114,9 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	addr := s.hub.ClientAddr(r)
 	if ok, wait := s.regLim.take(addr); !ok {
-		s.m.registrations.WithLabelValues("rate_limited").Inc()
+		s.m.registrations.WithLabelValues(string(codeRateLimited)).Inc()
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "rate_limited",
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": string(codeRateLimited),
 			"error_description": "too many registrations from this address; retry later"})
 		return
 	}
@@ -126,7 +124,7 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var oe *oauthErr
 		if errors.As(err, &oe) {
-			s.m.registrations.WithLabelValues(oe.code).Inc()
+			s.m.registrations.WithLabelValues(string(oe.code)).Inc()
 		}
 		s.writeOAuthErr(w, r, err)
 		return
@@ -149,19 +147,15 @@ func (s *Server) register(r *http.Request) (*clientRec, error) {
 	var req registration
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxRegisterBody))
 	if err := dec.Decode(&req); err != nil {
-		return nil, bad("invalid_client_metadata", "the body must be a JSON client metadata document (RFC 7591) of at most 16 KiB")
+		return nil, bad(codeInvalidClientMetadata, "the body must be a JSON client metadata document (RFC 7591) of at most 16 KiB")
 	}
 	name, ok, err := s.checkMetadata(req)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
 	c := &clientRec{ID: newID("rrcl-"), Name: name, RedirectURIs: ok, CreatedAt: s.cfg.Now().UTC()}
-	if _, err := b.Clients.Create(r.Context(), "c."+c.ID, hub.MustJSON(c)); err != nil {
-		return nil, err
+	if err := createRec(r.Context(), s.st, clientKey(c.ID), c, 0); err != nil {
+		return nil, unavailable("store the registration", err)
 	}
 	return c, nil
 }
@@ -172,29 +166,29 @@ func (s *Server) register(r *http.Request) (*clientRec, error) {
 // URIs checkRedirect allows (the allowed subset; none is refused).
 func (s *Server) checkMetadata(req registration) (string, []string, error) {
 	if len(req.RedirectURIs) == 0 || len(req.RedirectURIs) > maxRedirectURIs {
-		return "", nil, bad("invalid_redirect_uri", "redirect_uris must list 1 to %d URIs", maxRedirectURIs)
+		return "", nil, bad(codeInvalidRedirectURI, "redirect_uris must list 1 to %d URIs", maxRedirectURIs)
 	}
 	switch req.TokenEndpointAuthMethod {
 	case "", "none":
 	default:
-		return "", nil, bad("invalid_client_metadata", "only public clients are registered: token_endpoint_auth_method must be none (PKCE protects the code)")
+		return "", nil, bad(codeInvalidClientMetadata, "only public clients are registered: token_endpoint_auth_method must be none (PKCE protects the code)")
 	}
 	for _, g := range req.GrantTypes {
 		if g != "authorization_code" && g != "refresh_token" {
-			return "", nil, bad("invalid_client_metadata", "grant type %q is not supported: authorization_code and refresh_token only", cut(g, 40))
+			return "", nil, bad(codeInvalidClientMetadata, "grant type %q is not supported: authorization_code and refresh_token only", cut(g, 40))
 		}
 	}
 	for _, t := range req.ResponseTypes {
 		if t != "code" {
-			return "", nil, bad("invalid_client_metadata", "response type %q is not supported: code only", cut(t, 40))
+			return "", nil, bad(codeInvalidClientMetadata, "response type %q is not supported: code only", cut(t, 40))
 		}
 	}
 	if _, err := parseScope(req.Scope); err != nil {
-		return "", nil, bad("invalid_client_metadata", "%s", err.(*oauthErr).desc)
+		return "", nil, bad(codeInvalidClientMetadata, "%s", err.(*oauthErr).desc)
 	}
 	name := strings.TrimSpace(req.ClientName)
 	if len(name) > maxNameLen || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return "", nil, bad("invalid_client_metadata", "client_name is at most 100 bytes without control characters")
+		return "", nil, bad(codeInvalidClientMetadata, "client_name is at most 100 bytes without control characters")
 	}
 	if name == "" {
 		name = "unnamed client"
@@ -213,7 +207,7 @@ func (s *Server) checkMetadata(req registration) (string, []string, error) {
 		}
 	}
 	if len(ok) == 0 {
-		return "", nil, bad("invalid_redirect_uri", "no redirect URI is allowed (%s)", why)
+		return "", nil, bad(codeInvalidRedirectURI, "no redirect URI is allowed (%s)", why)
 	}
 	return name, ok, nil
 }

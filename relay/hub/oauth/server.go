@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -71,6 +72,9 @@ const (
 // Config configures the server. Zero values take the defaults.
 type Config struct {
 	Hub *hub.Hub
+	// Store keeps the server's records (default: the hub's JetStream
+	// buckets, NewJetStreamStore).
+	Store Store
 	// PublicURL is the hub's base URL as clients reach it, scheme and host
 	// only ("https://hub.example.com"). Required: it is the issuer.
 	PublicURL string
@@ -123,6 +127,7 @@ var DefaultRedirectHosts = []string{"vscode.dev", "insiders.vscode.dev", "claude
 type Server struct {
 	cfg      Config
 	hub      *hub.Hub
+	st       Store
 	log      *slog.Logger
 	issuer   string // PublicURL
 	resource string // issuer + ResourcePath
@@ -174,7 +179,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, hub: cfg.Hub, log: cfg.Logger.With("component", "oauth"), issuer: iss,
+	if cfg.Store == nil {
+		cfg.Store = NewJetStreamStore(cfg.Hub)
+	}
+	s := &Server{cfg: cfg, hub: cfg.Hub, st: cfg.Store, log: cfg.Logger.With("component", "oauth"), issuer: iss,
 		resource: iss + cfg.ResourcePath, secure: strings.HasPrefix(iss, "https://"),
 		regLim: newRateLimiter(cfg.RegisterRate, time.Minute, cfg.Now)}
 	s.m = newMetrics(cfg.Hub.Registerer())
@@ -227,8 +235,8 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+PathLogin, t(s.serveLogin))
 	mux.Handle(PathToken, t(s.cors(s.serveToken)))
 	mux.Handle(PathRevoke, t(s.cors(s.serveRevoke)))
-	mux.Handle("GET "+PathDeviceApprov+"{code}", t(s.hub.API(s.handleDeviceGet)))
-	mux.Handle("POST "+PathDeviceApprov+"{code}", t(s.hub.API(s.handleDevicePost)))
+	mux.Handle("GET "+PathDeviceApprov+"{code}", t(s.hub.DeviceAPI(s.handleDeviceGet)))
+	mux.Handle("POST "+PathDeviceApprov+"{code}", t(s.hub.DeviceAPI(s.handleDevicePost)))
 	s.mountAdmin(mux, t)
 }
 
@@ -293,19 +301,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// oauthErr is an RFC 6749 §5.2 error answer.
-type oauthErr struct {
-	status int
-	code   string
-	desc   string
-}
-
-func (e *oauthErr) Error() string { return e.code + ": " + e.desc }
-
-func bad(code, format string, a ...any) *oauthErr {
-	return &oauthErr{status: http.StatusBadRequest, code: code, desc: fmt.Sprintf(format, a...)}
-}
-
 // writeOAuthErr answers an *oauthErr as JSON, a storage failure 503.
 func (s *Server) writeOAuthErr(w http.ResponseWriter, r *http.Request, err error) {
 	var oe *oauthErr
@@ -314,11 +309,11 @@ func (s *Server) writeOAuthErr(w http.ResponseWriter, r *http.Request, err error
 		if oe.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Basic realm="roomrelay"`)
 		}
-		writeJSON(w, oe.status, map[string]string{"error": oe.code, "error_description": oe.desc})
+		writeJSON(w, oe.status, map[string]string{"error": string(oe.code), "error_description": oe.desc})
 		return
 	}
 	s.log.Error("oauth request failed", "path", r.URL.Path, "err", err)
-	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "temporarily_unavailable", "error_description": "the hub could not reach its store; retry"})
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": string(codeTemporarilyUnavailable), "error_description": "the hub could not reach its store; retry"})
 }
 
 // newSecret returns prefix + 256 random bits, base64url.
@@ -363,16 +358,17 @@ func parseScope(s string) (string, error) {
 		case ScopeWrite:
 			out = hubapi.ScopeWrite
 		default:
-			return "", bad("invalid_scope", "unknown scope %q: this server grants %s and %s", cut(f, 40), ScopeRead, ScopeWrite)
+			return "", bad(codeInvalidScope, "unknown scope %q: this server grants %s and %s", cut(f, 40), ScopeRead, ScopeWrite)
 		}
 	}
 	return out, nil
 }
 
-// cut bounds a string quoted back into an error.
+// cut bounds a string quoted back into an error, never inside a UTF-8
+// character.
 func cut(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "…"
+		return relay.CutUTF8(s, n) + "…"
 	}
 	return s
 }

@@ -2,28 +2,12 @@ package oauth
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
-// Records in the rr_oauth_* buckets (the hub creates the buckets,
-// buckets.go). Keys:
-//
-//	rr_oauth_clients   c.<client id>           clientRec
-//	rr_oauth_flow      r.<request id>          pendingRec (a consent page's request)
-//	                   u.<hash(user code)>     request id
-//	                   z.<hash(code)>          codeRec
-//	                   l.<hash(login link)>    loginRec
-//	rr_oauth_grants    g.<grant id>            grantRec
-//	rr_oauth_tokens    a.<hash(access)>        accessRec
-//	                   f.<hash(refresh)>       refreshRec
-//	rr_oauth_approvers a.<approver id>         approverRec
-//	rr_oauth_sessions  s.<hash(session)>       sessionRec
+// The records of the store (keys.go says where each lives).
 
 type clientRec struct {
 	ID           string    `json:"id"`
@@ -154,64 +138,13 @@ type sessionRec struct {
 	ExpiresAt time.Time `json:"exp"`
 }
 
-// kv returns the buckets; before the hub is ready it is an error.
-func (s *Server) kv() (hub.OAuthBuckets, error) {
-	b, err := s.hub.OAuthBuckets()
-	if err != nil {
-		return b, hub.Unavailable("open the OAuth store", err)
-	}
-	return b, nil
-}
-
-func notFound(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
-}
-
-func isRevMismatch(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
-}
-
-// errContention is a compare-and-set loop that lost every round.
-var errContention = errors.New("too much contention on one record")
-
-// update applies fn to key's record with compare-and-set, retrying on a
-// concurrent write. fn returning errSkip leaves the record as it is.
-func update[T any](ctx context.Context, kv jetstream.KeyValue, key string, fn func(*T) error) (*T, error) {
-	for range 16 {
-		v, rev, err := hub.GetJSON[T](ctx, kv, key)
-		if err != nil {
-			return nil, err
-		}
-		if err := fn(v); err != nil {
-			if errors.Is(err, errSkip) {
-				return v, nil
-			}
-			return nil, err
-		}
-		if _, err := kv.Update(ctx, key, hub.MustJSON(v), rev); err != nil {
-			if isRevMismatch(err) {
-				continue
-			}
-			return nil, err
-		}
-		return v, nil
-	}
-	return nil, errContention
-}
-
-var errSkip = errors.New("no change")
-
 // revokeGrant marks a grant revoked; every access token of it fails from
 // the next request on (verification reads the grant). A grant that does
 // not exist yet is created revoked: a code replay can race the first
 // exchange, which then fails to create it.
 func (s *Server) revokeGrant(ctx context.Context, id, why string) error {
-	b, err := s.kv()
-	if err != nil {
-		return err
-	}
 	now := s.cfg.Now().UTC()
-	g, err := update(ctx, b.Grants, "g."+id, func(g *grantRec) error {
+	g, err := update(ctx, s.st, grantKey(id), func(g *grantRec) error {
 		if g.Revoked {
 			return errSkip
 		}
@@ -219,29 +152,27 @@ func (s *Server) revokeGrant(ctx context.Context, id, why string) error {
 		return nil
 	})
 	if notFound(err) {
-		_, err = b.Grants.Create(ctx, "g."+id, hub.MustJSON(grantRec{ID: id, Revoked: true, RevokedAt: now, RevokedWhy: why, CreatedAt: now}))
-		if err != nil && !isKeyExists(err) {
-			return hub.Unavailable("revoke the grant", err)
-		}
-		if isKeyExists(err) { // created meanwhile: revoke that
+		err = createRec(ctx, s.st, grantKey(id), grantRec{ID: id, Revoked: true, RevokedAt: now, RevokedWhy: why, CreatedAt: now}, 0)
+		if isConflict(err) { // created meanwhile: revoke that
 			return s.revokeGrant(ctx, id, why)
+		}
+		if err != nil {
+			return unavailable("revoke the grant", err)
 		}
 		s.log.Info("oauth grant revoked before it existed", "grant", id, "why", why)
 		return nil
 	}
 	if err != nil {
-		return hub.Unavailable("revoke the grant", err)
+		return unavailable("revoke the grant", err)
 	}
 	// The token keys are only a cleanup: the grant's flag already refuses them.
 	for _, k := range g.Access {
-		_ = b.Tokens.Purge(ctx, "a."+k)
+		_ = del(ctx, s.st, accessKeyOf(k), 0)
 	}
 	for _, k := range g.Refresh {
-		_ = b.Tokens.Purge(ctx, "f."+k)
+		_ = del(ctx, s.st, refreshKeyOf(k), 0)
 	}
 	s.log.Info("oauth grant revoked", "grant", id, "why", why)
 	s.m.revocations.Inc()
 	return nil
 }
-
-func isKeyExists(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }

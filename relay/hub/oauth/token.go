@@ -31,11 +31,11 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
-		s.writeOAuthErr(w, r, bad("invalid_request", "the body must be application/x-www-form-urlencoded"))
+		s.writeOAuthErr(w, r, bad(codeInvalidRequest, "the body must be application/x-www-form-urlencoded"))
 		return
 	}
 	if a := r.Header.Get("Authorization"); a != "" && !strings.HasPrefix(strings.ToLower(a), "basic ") {
-		s.writeOAuthErr(w, r, bad("invalid_request", "send client_id in the body; this server has only public clients"))
+		s.writeOAuthErr(w, r, bad(codeInvalidRequest, "send client_id in the body; this server has only public clients"))
 		return
 	}
 	f := r.PostForm
@@ -49,13 +49,13 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		resp, err = s.refresh(r.Context(), f.Get("client_id"), f.Get("refresh_token"), f.Get("scope"), f.Get("resource"))
 	default:
 		gt = "other"
-		err = bad("unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+		err = bad(codeUnsupportedGrantType, "grant_type must be authorization_code or refresh_token")
 	}
 	if err != nil {
 		outcome := "unavailable"
 		var oe *oauthErr
 		if errors.As(err, &oe) {
-			outcome = oe.code
+			outcome = string(oe.code)
 		}
 		s.m.tokens.WithLabelValues(gt, outcome).Inc()
 		s.writeOAuthErr(w, r, err)
@@ -79,20 +79,16 @@ type tokenResponse struct {
 // code for its rightful owner; a wrong verifier spends it.
 func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, verifier, resource string) (*tokenResponse, error) {
 	if !strings.HasPrefix(code, PrefixCode) || len(code) > 100 {
-		return nil, bad("invalid_grant", "the code is not valid")
+		return nil, bad(codeInvalidGrant, "the code is not valid")
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
-	key := "z." + hashSecret("code", code)
+	ck := codeKey(code)
 	for range 4 {
-		c, rev, err := hub.GetJSON[codeRec](ctx, b.Flow, key)
+		c, rev, err := getRec[codeRec](ctx, s.st, ck)
 		if notFound(err) {
-			return nil, bad("invalid_grant", "the code is unknown or expired")
+			return nil, bad(codeInvalidGrant, "the code is unknown or expired")
 		}
 		if err != nil {
-			return nil, hub.Unavailable("read the code", err)
+			return nil, unavailable("read the code", err)
 		}
 		if c.Used {
 			if c.Grant != "" {
@@ -101,33 +97,33 @@ func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, ver
 				}
 			}
 			s.log.Warn("oauth code replayed; its grant is revoked", "client", c.Client, "grant", c.Grant)
-			return nil, bad("invalid_grant", "the code was already used; the tokens issued for it are revoked")
+			return nil, bad(codeInvalidGrant, "the code was already used; the tokens issued for it are revoked")
 		}
 		if s.cfg.Now().After(c.ExpiresAt) {
-			return nil, bad("invalid_grant", "the code expired; start the authorization again")
+			return nil, bad(codeInvalidGrant, "the code expired; start the authorization again")
 		}
 		if clientID != c.Client {
-			return nil, bad("invalid_grant", "the code was issued to another client")
+			return nil, bad(codeInvalidGrant, "the code was issued to another client")
 		}
 		if redirect != c.RedirectURI {
-			return nil, bad("invalid_grant", "redirect_uri must be the one of the authorization request")
+			return nil, bad(codeInvalidGrant, "redirect_uri must be the one of the authorization request")
 		}
 		if resource != "" && !s.isResource(resource) {
-			return nil, bad("invalid_target", "this server issues tokens only for the resource %s", s.resource)
+			return nil, bad(codeInvalidTarget, "this server issues tokens only for the resource %s", s.resource)
 		}
 		c.Used = true
 		ok := verifierRe.MatchString(verifier) && pkceS256(verifier) == c.Challenge
 		if ok {
 			c.Grant = newID("gr-")
 		}
-		if _, err := b.Flow.Update(ctx, key, hub.MustJSON(c), rev); err != nil {
-			if isRevMismatch(err) {
+		if err := putRec(ctx, s.st, ck, c, rev); err != nil {
+			if isConflict(err) {
 				continue // another exchange got there first: now a replay
 			}
-			return nil, hub.Unavailable("spend the code", err)
+			return nil, unavailable("spend the code", err)
 		}
 		if !ok {
-			return nil, bad("invalid_grant", "code_verifier does not match the code_challenge (S256); the code is spent")
+			return nil, bad(codeInvalidGrant, "code_verifier does not match the code_challenge (S256); the code is spent")
 		}
 		now := s.cfg.Now().UTC()
 		g := &grantRec{ID: c.Grant, Client: c.Client, ClientName: c.ClientName, Project: c.Approval.Project, Scope: c.Approval.Scope,
@@ -137,16 +133,16 @@ func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, ver
 			return nil, err
 		}
 		g.Access, g.Refresh = []string{ah}, []string{rh}
-		if _, err := b.Grants.Create(ctx, "g."+g.ID, hub.MustJSON(g)); err != nil {
-			if isKeyExists(err) { // a replay revoked it meanwhile
-				return nil, bad("invalid_grant", "the code was used twice; the tokens are revoked")
+		if err := createRec(ctx, s.st, grantKey(g.ID), g, 0); err != nil {
+			if isConflict(err) { // a replay revoked it meanwhile
+				return nil, bad(codeInvalidGrant, "the code was used twice; the tokens are revoked")
 			}
-			return nil, hub.Unavailable("store the grant", err)
+			return nil, unavailable("store the grant", err)
 		}
 		s.log.Info("oauth grant created", "grant", g.ID, "client", g.Client, "project", g.Project, "scope", g.Scope, "via", g.ApprovedVia)
 		return resp, nil
 	}
-	return nil, bad("invalid_grant", "the code was used concurrently")
+	return nil, bad(codeInvalidGrant, "the code was used concurrently")
 }
 
 func pkceS256(verifier string) string {
@@ -157,18 +153,14 @@ func pkceS256(verifier string) string {
 // mint stores a new access and refresh token for g with scope and returns
 // the response and the two key suffixes.
 func (s *Server) mint(ctx context.Context, g *grantRec, scope string) (*tokenResponse, string, string, error) {
-	b, err := s.kv()
-	if err != nil {
-		return nil, "", "", err
-	}
 	now := s.cfg.Now().UTC()
 	at, rt := newSecret(PrefixAccess), newSecret(PrefixRefresh)
 	ah, rh := hashSecret("access", at), hashSecret("refresh", rt)
-	if _, err := b.Tokens.Create(ctx, "a."+ah, hub.MustJSON(accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)})); err != nil {
-		return nil, "", "", hub.Unavailable("store the token", err)
+	if err := createRec(ctx, s.st, accessKeyOf(ah), accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)}, 0); err != nil {
+		return nil, "", "", unavailable("store the token", err)
 	}
-	if _, err := b.Tokens.Create(ctx, "f."+rh, hub.MustJSON(refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)})); err != nil {
-		return nil, "", "", hub.Unavailable("store the token", err)
+	if err := createRec(ctx, s.st, refreshKeyOf(rh), refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)}, 0); err != nil {
+		return nil, "", "", unavailable("store the token", err)
 	}
 	return &tokenResponse{AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.cfg.AccessTTL / time.Second),
 		RefreshToken: rt, Scope: mcpScopes(scope)}, ah, rh, nil
@@ -179,41 +171,37 @@ func (s *Server) mint(ctx context.Context, g *grantRec, scope string) (*tokenRes
 // the grant. The scope may narrow, never widen.
 func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resource string) (*tokenResponse, error) {
 	if !strings.HasPrefix(token, PrefixRefresh) || len(token) > 100 {
-		return nil, bad("invalid_grant", "the refresh token is not valid")
+		return nil, bad(codeInvalidGrant, "the refresh token is not valid")
 	}
 	if resource != "" && !s.isResource(resource) {
-		return nil, bad("invalid_target", "this server issues tokens only for the resource %s", s.resource)
+		return nil, bad(codeInvalidTarget, "this server issues tokens only for the resource %s", s.resource)
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
-	key := "f." + hashSecret("refresh", token)
+	rk := refreshKey(token)
 	now := s.cfg.Now().UTC()
 	// Every check comes before the rotation: a refused request (another
 	// client, a wider scope) must not spend the token.
-	rec, rev, err := hub.GetJSON[refreshRec](ctx, b.Tokens, key)
+	rec, rev, err := getRec[refreshRec](ctx, s.st, rk)
 	if notFound(err) {
-		return nil, bad("invalid_grant", "the refresh token is unknown, expired or revoked")
+		return nil, bad(codeInvalidGrant, "the refresh token is unknown, expired or revoked")
 	}
 	if err != nil {
-		return nil, hub.Unavailable("read the refresh token", err)
+		return nil, unavailable("read the refresh token", err)
 	}
 	if now.After(rec.ExpiresAt) {
-		return nil, bad("invalid_grant", "the refresh token expired; authorize again")
+		return nil, bad(codeInvalidGrant, "the refresh token expired; authorize again")
 	}
-	g, _, err := hub.GetJSON[grantRec](ctx, b.Grants, "g."+rec.Grant)
+	g, _, err := getRec[grantRec](ctx, s.st, grantKey(rec.Grant))
 	if notFound(err) {
-		return nil, bad("invalid_grant", "the grant of this refresh token is gone")
+		return nil, bad(codeInvalidGrant, "the grant of this refresh token is gone")
 	}
 	if err != nil {
-		return nil, hub.Unavailable("read the grant", err)
+		return nil, unavailable("read the grant", err)
 	}
 	if g.Revoked {
-		return nil, bad("invalid_grant", "the grant was revoked; authorize again")
+		return nil, bad(codeInvalidGrant, "the grant was revoked; authorize again")
 	}
 	if clientID != g.Client {
-		return nil, bad("invalid_grant", "the refresh token was issued to another client")
+		return nil, bad(codeInvalidGrant, "the refresh token was issued to another client")
 	}
 	scope := g.Scope
 	if scopeParam != "" {
@@ -222,13 +210,13 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 			return nil, err
 		}
 		if want == hubapi.ScopeWrite && g.Scope != hubapi.ScopeWrite {
-			return nil, bad("invalid_scope", "the grant is read-only: a refresh cannot widen it; authorize again and choose read and propose")
+			return nil, bad(codeInvalidScope, "the grant is read-only: a refresh cannot widen it; authorize again and choose read and propose")
 		}
 		scope = want
 	}
 	if g.Device != "" {
 		if err := s.hub.DeviceActive(ctx, g.Device, g.Project); errors.Is(err, hub.ErrDeviceGone) {
-			return nil, bad("invalid_grant", "the device that approved this grant was revoked or left the project")
+			return nil, bad(codeInvalidGrant, "the device that approved this grant was revoked or left the project")
 		} else if err != nil {
 			return nil, err
 		}
@@ -237,16 +225,16 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 	// reuse, fine within the grace, a theft signal after it.
 	for rec.RotatedAt.IsZero() {
 		rec.RotatedAt = now
-		_, err := b.Tokens.Update(ctx, key, hub.MustJSON(rec), rev)
+		err := putRec(ctx, s.st, rk, rec, rev)
 		if err == nil {
 			rec.RotatedAt = time.Time{} // this call rotated it
 			break
 		}
-		if !isRevMismatch(err) {
-			return nil, hub.Unavailable("rotate the refresh token", err)
+		if !isConflict(err) {
+			return nil, unavailable("rotate the refresh token", err)
 		}
-		if rec, rev, err = hub.GetJSON[refreshRec](ctx, b.Tokens, key); err != nil { // rotated concurrently
-			return nil, bad("invalid_grant", "the refresh token is unknown, expired or revoked")
+		if rec, rev, err = getRec[refreshRec](ctx, s.st, rk); err != nil { // rotated concurrently
+			return nil, bad(codeInvalidGrant, "the refresh token is unknown, expired or revoked")
 		}
 	}
 	if !rec.RotatedAt.IsZero() && now.Sub(rec.RotatedAt) > s.cfg.RefreshGrace {
@@ -254,32 +242,37 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 			return nil, err
 		}
 		s.log.Warn("oauth refresh token reused after its grace; grant revoked", "grant", g.ID, "client", g.Client)
-		return nil, bad("invalid_grant", "the refresh token was already used; the grant is revoked, authorize again")
+		return nil, bad(codeInvalidGrant, "the refresh token was already used; the grant is revoked, authorize again")
 	}
 	resp, ah, rh, err := s.mint(ctx, g, scope)
 	if err != nil {
 		return nil, err
 	}
-	var evicted []string
-	if _, err := update(ctx, b.Grants, "g."+g.ID, func(g *grantRec) error {
+	var evicted []key
+	if _, err := update(ctx, s.st, grantKey(g.ID), func(g *grantRec) error {
 		if g.Revoked {
-			return bad("invalid_grant", "the grant was revoked; authorize again")
+			return bad(codeInvalidGrant, "the grant was revoked; authorize again")
 		}
 		g.LastUsed = now
 		var ea, ef []string
 		g.Access, ea = keepNewest(append(g.Access, ah))
 		g.Refresh, ef = keepNewest(append(g.Refresh, rh))
-		evicted = append(prefixAll("a.", ea), prefixAll("f.", ef)...)
+		for _, k := range ea {
+			evicted = append(evicted, accessKeyOf(k))
+		}
+		for _, k := range ef {
+			evicted = append(evicted, refreshKeyOf(k))
+		}
 		return nil
 	}); err != nil {
 		var oe *oauthErr
 		if errors.As(err, &oe) {
 			return nil, oe
 		}
-		return nil, hub.Unavailable("record the refresh", err)
+		return nil, unavailable("record the refresh", err)
 	}
 	for _, k := range evicted {
-		_ = b.Tokens.Purge(context.WithoutCancel(ctx), k)
+		_ = del(context.WithoutCancel(ctx), s.st, k, 0)
 	}
 	return resp, nil
 }
@@ -293,14 +286,6 @@ func keepNewest(list []string) (kept, evicted []string) {
 	return slices.Clone(list[n:]), slices.Clone(list[:n])
 }
 
-func prefixAll(p string, l []string) []string {
-	out := make([]string, len(l))
-	for i, k := range l {
-		out[i] = p + k
-	}
-	return out
-}
-
 // serveRevoke answers RFC 7009 revocation: a refresh token revokes its
 // grant, an access token itself. Always 200, also for an unknown token.
 func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
@@ -311,19 +296,14 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
-		s.writeOAuthErr(w, r, bad("invalid_request", "the body must be application/x-www-form-urlencoded"))
+		s.writeOAuthErr(w, r, bad(codeInvalidRequest, "the body must be application/x-www-form-urlencoded"))
 		return
 	}
 	tok := r.PostForm.Get("token")
-	b, err := s.kv()
-	if err != nil {
-		s.writeOAuthErr(w, r, err)
-		return
-	}
 	ctx := r.Context()
 	switch {
 	case strings.HasPrefix(tok, PrefixRefresh) && len(tok) < 100:
-		rec, _, err := hub.GetJSON[refreshRec](ctx, b.Tokens, "f."+hashSecret("refresh", tok))
+		rec, _, err := getRec[refreshRec](ctx, s.st, refreshKey(tok))
 		if err == nil {
 			err = s.revokeGrant(ctx, rec.Grant, "revoked by the client (RFC 7009)")
 		} else if notFound(err) {
@@ -334,8 +314,8 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case strings.HasPrefix(tok, PrefixAccess) && len(tok) < 100:
-		if err := b.Tokens.Purge(ctx, "a."+hashSecret("access", tok)); err != nil && !notFound(err) {
-			s.writeOAuthErr(w, r, hub.Unavailable("revoke the token", err))
+		if err := del(ctx, s.st, accessKey(tok), 0); err != nil && !notFound(err) {
+			s.writeOAuthErr(w, r, unavailable("revoke the token", err))
 			return
 		}
 	}
@@ -351,28 +331,24 @@ func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, err
 	if !strings.HasPrefix(tok, PrefixAccess) || len(tok) > 100 {
 		return nil, hub.ErrBadClientToken
 	}
-	b, err := s.kv()
-	if err != nil {
-		return nil, err
-	}
-	a, _, err := hub.GetJSON[accessRec](ctx, b.Tokens, "a."+hashSecret("access", tok))
+	a, _, err := getRec[accessRec](ctx, s.st, accessKey(tok))
 	if notFound(err) {
 		return nil, hub.ErrBadClientToken
 	}
 	if err != nil {
-		return nil, hub.Unavailable("check the token", err)
+		return nil, unavailable("check the token", err)
 	}
 	if s.cfg.Now().After(a.ExpiresAt) || subtle.ConstantTimeCompare([]byte(a.Audience), []byte(s.resource)) != 1 {
 		return nil, hub.ErrBadClientToken
 	}
 	// The grant as the leader has it: a revocation made on another node a
 	// moment ago holds here now (kvleader.go).
-	g, _, err := hub.GetLatestJSON[grantRec](ctx, b.Grants, "g."+a.Grant)
+	g, _, err := getLatestRec[grantRec](ctx, s.st, grantKey(a.Grant))
 	if notFound(err) {
 		return nil, hub.ErrBadClientToken
 	}
 	if err != nil {
-		return nil, hub.Unavailable("check the token", err)
+		return nil, unavailable("check the token", err)
 	}
 	if g.Revoked {
 		return nil, hub.ErrBadClientToken

@@ -132,6 +132,9 @@ func dial(t testing.TB, ts *testServer, protos ...string) (*websocket.Conn, *htt
 // connectApp dials, says hello with caps, and serves answer until closed.
 func connectApp(t testing.TB, ts *testServer, caps Capabilities, answer answerFunc) *fakeApp {
 	t.Helper()
+	ts.Server.mu.Lock()
+	before := ts.Server.conns
+	ts.Server.mu.Unlock()
 	conn, _, err := dial(t, ts, Subprotocol)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +159,7 @@ func connectApp(t testing.TB, ts *testServer, caps Capabilities, answer answerFu
 	// before register).
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if info, ok := ts.Connected(); ok && info.Name == "Fake" && ts.current() != nil && ts.isNewest(app) {
+		if num, ok := ts.connection(); ok && num > before {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -165,13 +168,6 @@ func connectApp(t testing.TB, ts *testServer, caps Capabilities, answer answerFu
 		time.Sleep(time.Millisecond)
 	}
 	return app
-}
-
-// isNewest reports whether the current session is app's: the local address
-// of the app's socket is the server side's remote one.
-func (ts *testServer) isNewest(app *fakeApp) bool {
-	cur := ts.current()
-	return cur != nil && cur.conn.RemoteAddr().String() == app.conn.LocalAddr().String()
 }
 
 func (app *fakeApp) serve(answer answerFunc) {

@@ -102,7 +102,8 @@ type InstallJob struct {
 	Attempts int
 }
 
-// PendingInstalls returns the installs not yet acknowledged, oldest first.
+// PendingInstalls returns the installs not yet acknowledged, in approval
+// order (rowid breaks a tie within one millisecond).
 func (s *Store) PendingInstalls(ctx context.Context) ([]InstallJob, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -111,7 +112,7 @@ func (s *Store) PendingInstalls(ctx context.Context) ([]InstallJob, error) {
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, `SELECT `+proposalColumns+`, i.attempts
 		FROM installs i JOIN proposals p ON p.id = i.proposal_id JOIN rooms r ON r.id = p.room_id
-		WHERE i.state = 'pending' ORDER BY i.created_at, i.proposal_id`)
+		WHERE i.state = 'pending' ORDER BY i.created_at, i.rowid`)
 	if err != nil {
 		return nil, fmt.Errorf("rooms: pending installs: %w", err)
 	}

@@ -64,8 +64,9 @@ type Config struct {
 	// Provider returns the room provider's state sent in hello (nil: none
 	// sent, which a hub reads as builtin).
 	Provider func() *relay.ProviderState
-	// AuditHead returns where the audit log ends, sent in hello so the hub
-	// keeps an anchor off the device (nil, or a nil result: none sent).
+	// AuditHead returns where the audit log ends, sent in hello and on
+	// every result frame (asked after Audit) so the hub keeps an anchor
+	// off the device (nil, or a nil result: none sent).
 	AuditHead func() *relay.AuditHead
 	// Guard is asked before a handler runs; a non-nil error denies the
 	// command without running it. A *relay.Error keeps its code; any other

@@ -297,8 +297,9 @@ func (d *dispatcher) result(ctx context.Context, c *call, val any, herr error) *
 		return failure(id, relay.Errorf(relay.CodeInternal, "the result of %s cannot be encoded: %v", c.cmd.Name, err))
 	}
 	res := &relay.Result{ID: id, OK: true, Result: raw}
-	// The frame must fit the hub's limit, or the hub would drop the connection.
-	if b, err := relay.Encode(res); err != nil || len(b) > d.a.cfg.MaxFrame {
+	// The frame must fit the hub's limit, or the hub would drop the
+	// connection, with room for the audit head answer adds.
+	if b, err := relay.Encode(res); err != nil || len(b)+auditHeadRoom > d.a.cfg.MaxFrame {
 		return failure(id, relay.Errorf(relay.CodeInternal, "the result of %s is %d bytes, over the %d-byte frame limit", c.cmd.Name, len(b), d.a.cfg.MaxFrame))
 	}
 	return res
@@ -309,6 +310,10 @@ func (d *dispatcher) wasCancelled(c *call) bool {
 	defer d.mu.Unlock()
 	return c.cancelled
 }
+
+// auditHeadRoom is what the audit head adds to a result frame, at most:
+// `,"audit_head":{"seq":<20 digits>,"hash":"<64 hex>"}`.
+const auditHeadRoom = 128
 
 func failure(id string, e *relay.Error) *relay.Result {
 	return &relay.Result{ID: id, OK: false, Error: e}
@@ -322,7 +327,18 @@ func (d *dispatcher) answer(dl delivery, res *relay.Result, refused bool) {
 	if d.a.cfg.Audit != nil {
 		d.a.cfg.Audit(dl.cmd, res, time.Since(dl.start), refused)
 	}
-	b, err := relay.Encode(res)
+	// The head after the command's line: the hub records it before the
+	// caller has the result, so its anchor is never behind a command the
+	// cloud has seen. A copy: a joined duplicate shares res.
+	out := res
+	if d.a.cfg.AuditHead != nil {
+		if h := d.a.cfg.AuditHead(); h != nil {
+			withHead := *res
+			withHead.AuditHead = h
+			out = &withHead
+		}
+	}
+	b, err := relay.Encode(out)
 	if err != nil {
 		d.a.log.Error("cannot encode a result", "id", res.ID, "err", err)
 		return

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"github.com/roomrelay/roomrelay/agent/credstore"
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestAuditVerifyComparesTheHubsAnchor: deleting the state dir once erased
@@ -103,5 +106,62 @@ func TestAuditVerifyComparesTheHubsAnchor(t *testing.T) {
 		if code != ExitFailure || !strings.Contains(out, "FAIL  audit anchor") || !strings.Contains(out, c.want) {
 			t.Errorf("%s: doctor: %d\n%s", c.name, code, out)
 		}
+	}
+}
+
+// TestAnchorCoversTheLastCommand: one command, the agent stopped at once,
+// the state dir's audit log deleted: `audit verify` and `doctor` fail
+// naming the gap, because the result frame carried the audit head and the
+// hub recorded it before the caller had the result (#29.10). Before, the
+// head went in hello and at most once a minute after: verify said "no
+// audit log" and exited 0.
+func TestAnchorCoversTheLastCommand(t *testing.T) {
+	srv := startTestHub(t)
+	ctx := srv.ctx
+	home := t.TempDir()
+	env := map[string]string{"ROOMRELAY_HOME": home}
+	dc := srv.enroll(t, env, "p1")
+	for _, args := range [][]string{
+		{"rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"},
+		{"enable", "p1", "--allow", "list_room_apps"},
+	} {
+		if code, _, errs := run(t, env, args...); code != ExitOK {
+			t.Fatalf("%v: %d %s", args, code, errs)
+		}
+	}
+	stop := startAgent(t, env)
+	eventually(t, "agent online", func() bool {
+		d, err := srv.Device(ctx, dc.DeviceID)
+		return err == nil && d.Presence.State == hubapi.StateOnline
+	})
+	res := srv.Command(ctx, hub.Call{Device: dc.DeviceID, Project: "p1", Name: relay.CmdListRoomApps, Args: json.RawMessage(`{"room_id":"r1"}`)})
+	if !res.OK {
+		t.Fatalf("command: %+v", res.Error)
+	}
+	stop()
+	cs, err := credstore.Open(ctx, credstore.KindFile, filepath.Join(home, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.Get(ctx, dc.DeviceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah, err := hubclient.New(srv.URL(), "").AuditHead(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := ah.Seq
+	head, _, _ := audit.ReadHead(filepath.Join(home, "state", daemon.AuditDir))
+	t.Logf("after one command: the local head is seq %d, the hub's anchor seq %d", head.Seq, anchor)
+	if err := os.RemoveAll(filepath.Join(home, "state", daemon.AuditDir)); err != nil {
+		t.Fatal(err)
+	}
+	want := "audit log GAP: the audit log is missing: the hub's anchor says it reached seq"
+	if code, out, errs := run(t, env, "audit", "verify"); code != ExitFailure || !strings.Contains(out, want) {
+		t.Errorf("audit verify after the log was deleted: %d\n%s%s", code, out, errs)
+	}
+	if code, out, _ := run(t, env, "doctor", "--timeout", "5s"); code != ExitFailure || !strings.Contains(out, "FAIL  audit anchor") {
+		t.Errorf("doctor after the log was deleted: %d\n%s", code, out)
 	}
 }

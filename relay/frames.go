@@ -123,6 +123,13 @@ type Result struct {
 	OK     bool            `json:"ok"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *Error          `json:"error,omitempty"`
+	// AuditHead is where the device's audit log ended when the result left,
+	// the command's own line included once it is durable (a write's always;
+	// a read's within the log's group-commit window). Optional and
+	// additive like hello's: the hub moves the device's anchor from it
+	// before it answers the caller, so the anchor is never behind a
+	// command the cloud has seen; an older hub ignores it.
+	AuditHead *AuditHead `json:"audit_head,omitempty"`
 }
 
 // Cancel asks the agent to stop a running command.

@@ -156,7 +156,8 @@ type Log struct {
 	// then a grouped line is synced at once, so a verifier never finds
 	// lines without any head beside them (which reads as a removed tail).
 	headSet  atomic.Bool
-	timer    *time.Timer // a grouped line waits for a sync (under mu)
+	durable  atomic.Pointer[Head] // what the head record holds (Head), nil before the first line
+	timer    *time.Timer          // a grouped line waits for a sync (under mu)
 	syncErrs atomic.Int64
 }
 
@@ -233,6 +234,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.synced.Store(l.lastSeq)
 	if headOK || l.lastSeq > 0 { // > 0: the head was written just above
 		l.headSet.Store(true)
+	}
+	if l.lastSeq > 0 {
+		l.durable.Store(&Head{Seq: l.lastSeq, Hash: l.lastHash})
 	}
 	return l, nil
 }
@@ -534,7 +538,19 @@ func (l *Log) writeHead(seq uint64, hash string) error {
 		return fmt.Errorf("audit: write %s: %w", HeadFile, err)
 	}
 	l.headSet.Store(true)
+	l.durable.Store(&Head{Seq: seq, Hash: hash})
 	return nil
+}
+
+// Head is where the log's durable lines end, as its head record says,
+// without reading the file: what the agent reports to the hub with every
+// result. False before the first line.
+func (l *Log) Head() (Head, bool) {
+	h := l.durable.Load()
+	if h == nil {
+		return Head{}, false
+	}
+	return *h, true
 }
 
 type headRec struct {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
@@ -25,10 +24,12 @@ type auditAnchor struct {
 	sentAt time.Time
 }
 
-// auditHead is the durable head of the audit log (nil if none yet).
+// auditHead is the durable head of the audit log (nil if none yet): in
+// hello and on every result frame (the agent adds it after the command's
+// audit line is written), from memory, so it costs no file read.
 func (d *Daemon) auditHead() *relay.AuditHead {
-	h, ok, err := audit.ReadHead(filepath.Join(d.cfg.StateDir, AuditDir))
-	if err != nil || !ok || h.Seq == 0 {
+	h, ok := d.audit.Head()
+	if !ok || h.Seq == 0 {
 		return nil
 	}
 	return &relay.AuditHead{Seq: h.Seq, Hash: h.Hash}

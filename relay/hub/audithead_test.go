@@ -3,13 +3,16 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestAuditAnchor: the hub keeps the furthest audit head a device reported
@@ -82,5 +85,62 @@ func TestAuditAnchor(t *testing.T) {
 	// Only the device's own token reads it.
 	if _, err := cl.AuditHead(ctx, "rrd_not-a-token"); err == nil {
 		t.Fatal("a bad token read the anchor")
+	}
+}
+
+// TestResultMovesTheAnchor: a result frame's audit head is in the device
+// record before the caller has the result, so the anchor is never behind
+// a command the cloud has seen (#29.10; before, only hello and a
+// once-a-minute event moved it: the anchor read 0 here). It never moves
+// back, nor to another hash at the same seq, and the caller's result does
+// not carry the device's bookkeeping.
+func TestResultMovesTheAnchor(t *testing.T) {
+	th := startHub(t, Config{})
+	dev, tok := th.enroll("p1")
+	ctx := context.Background()
+	cl := hubclient.New(th.URL(), "")
+	hash := func(c byte) string { return strings.Repeat(string(c), 64) }
+	var next relay.AuditHead
+	var mu sync.Mutex
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(func(c *relay.Command) *relay.Result {
+		res := echoHandler(c)
+		mu.Lock()
+		h := next
+		mu.Unlock()
+		res.AuditHead = &h
+		return res
+	})
+	th.waitState(dev, "online")
+	for i, c := range []struct {
+		sent     relay.AuditHead
+		wantSeq  uint64
+		wantHash string
+	}{
+		{relay.AuditHead{Seq: 1, Hash: hash('a')}, 1, hash('a')},
+		{relay.AuditHead{Seq: 4, Hash: hash('b')}, 4, hash('b')},
+		{relay.AuditHead{Seq: 2, Hash: hash('c')}, 4, hash('b')}, // back: stays
+		{relay.AuditHead{Seq: 4, Hash: hash('d')}, 4, hash('b')}, // a fork at the same seq: stays
+		{relay.AuditHead{Seq: 9, Hash: "nothex"}, 4, hash('b')},  // malformed: ignored
+		{relay.AuditHead{Seq: 5, Hash: hash('e')}, 5, hash('e')},
+	} {
+		mu.Lock()
+		next = c.sent
+		mu.Unlock()
+		res, status := th.command(dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: json.RawMessage(`{"room_id":"r1"}`)})
+		if status != http.StatusOK || !res.OK {
+			t.Fatalf("%d: command: %d %+v", i, status, res)
+		}
+		if res.AuditHead != nil {
+			t.Errorf("%d: the caller's result carries the device's audit head %+v", i, res.AuditHead)
+		}
+		// No waiting: the result came back, so the anchor is there.
+		h, err := cl.AuditHead(ctx, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Seq != c.wantSeq || h.Hash != c.wantHash {
+			t.Fatalf("%d: after a result with %d/%.8s the anchor is %d/%.8s, want %d/%.8s", i, c.sent.Seq, c.sent.Hash, h.Seq, h.Hash, c.wantSeq, c.wantHash)
+		}
 	}
 }

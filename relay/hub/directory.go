@@ -38,6 +38,9 @@ import (
 // refused, the directory stays as it was. Renaming churn therefore cannot
 // accumulate, nor fill the bucket other projects share.
 
+// errDirectoryChurn: a directory update refused by the churn bound.
+var errDirectoryChurn = errors.New("directory churn")
+
 // dirMarkerTTL is how long a removed entry's purge marker stays in rr_rooms.
 const dirMarkerTTL = time.Minute
 
@@ -100,8 +103,8 @@ func (h *Hub) updateDirectory(ctx context.Context, d *deviceRec, rooms []relay.R
 	}
 	if budgeted && removed > 0 {
 		if ok, held := h.dirChurn.take(d.ID, removed); !ok {
-			return fmt.Errorf("directory churn: this update removes %d room entries and the device removed %d in the last %s; at most %d per %s (room directory churn bound): the directory stays as it was",
-				removed, held, dirMarkerTTL, relay.MaxDirectoryRooms, dirMarkerTTL)
+			return fmt.Errorf("%w: this update removes %d room entries and the device removed %d in the last %s; at most %d per %s (room directory churn bound): the directory stays as it was",
+				errDirectoryChurn, removed, held, dirMarkerTTL, relay.MaxDirectoryRooms, dirMarkerTTL)
 		}
 	}
 	var errs []error

@@ -3,14 +3,13 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gorilla/websocket"
 	"github.com/nats-io/nats.go"
 
 	"github.com/roomrelay/roomrelay/relay"
@@ -30,49 +29,25 @@ const (
 	maxDirectoryData = 512 << 10
 	// eventRate and eventBurst bound events per session: a burst fits the
 	// owner deciding many proposals at once and an outbox flushed after a
-	// reconnect (at most 1,000 queued by the agent).
+	// reconnect (at most 1,000 queued by the agent). Past them the hub
+	// slows or coalesces events (session_events.go); it does not close.
 	eventRate  = 120 // per minute
 	eventBurst = 1000
 )
+
+// dirRetryAfter is how long a directory refused by the churn bound waits
+// before it is tried again (a variable for tests).
+var dirRetryAfter = dirMarkerTTL / 6
 
 // storedEvents are the event kinds the hub records in RR_EVENTS; any other
 // kind is handled (or ignored) without being stored.
 var storedEvents = map[string]bool{relay.EventProposalDecided: true, relay.EventPolicyChanged: true, relay.EventSleeping: true}
 
-// allowEvent takes one event from the session's budget.
-func (s *session) allowEvent() bool {
-	now := s.h.cfg.Now()
-	s.evMu.Lock()
-	defer s.evMu.Unlock()
-	if s.evLast.IsZero() {
-		s.evTokens, s.evLast = eventBurst, now
-	}
-	if d := now.Sub(s.evLast); d > 0 {
-		s.evTokens = min(eventBurst, s.evTokens+d.Minutes()*eventRate)
-		s.evLast = now
-	}
-	if s.evTokens < 1 {
-		return false
-	}
-	s.evTokens--
-	return true
-}
-
-func (s *session) handleEvent(ev *relay.Event) {
+// applyEvent records what an admitted event says (handleEvent decides
+// when: session_events.go). Callers hold s.evApply, so two events of one
+// kind are never applied out of order.
+func (s *session) applyEvent(ev *relay.Event) {
 	h := s.h
-	limit := MaxEventData
-	if ev.Event == relay.EventRoomsChanged {
-		limit = maxDirectoryData
-	}
-	switch {
-	case !s.allowEvent():
-		s.log().Warn("event rate exceeded; closing the session", "event", truncate(ev.Event, 64))
-		s.closeWith(websocket.ClosePolicyViolation, fmt.Sprintf("more than %d events a minute (burst %d)", eventRate, eventBurst))
-		return
-	case len(ev.Data) > limit:
-		s.log().Warn("event too large; dropped", "event", truncate(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
-		return
-	}
 	rec := hubapi.DeviceEvent{DeviceID: s.dev, Session: s.id, Event: ev.Event, Time: ev.Time,
 		ReceivedAt: h.cfg.Now().UTC(), Data: ev.Data}
 	body := mustJSON(rec)
@@ -117,7 +92,12 @@ func (s *session) handleEvent(ev *relay.Event) {
 			s.log().Warn("read device for its directory", "err", err)
 			return
 		}
-		if err := h.setDirectory(ctx, d, rc.Rooms); err != nil {
+		if err := h.setDirectory(ctx, d, rc.Rooms); errors.Is(err, errDirectoryChurn) {
+			// Not lost: tried again when the churn window has room, unless
+			// a newer directory replaces it first.
+			s.log().Info("record room directory later", "err", err)
+			s.retryEvent(ev, dirRetryAfter)
+		} else if err != nil {
 			s.log().Warn("record room directory", "err", err)
 		}
 	case relay.EventProposalDecided:

@@ -51,10 +51,16 @@ type session struct {
 
 	lastSeen atomic.Int64 // unix nanos of the last frame, ping or pong
 
-	evMu     sync.Mutex // the session's event budget (allowEvent)
-	evTokens float64
-	evLast   time.Time
-	epoch    atomic.Uint64 // presence revision of the connect write; orders sessions
+	evMu      sync.Mutex // the session's event budget and what waits for it (session_events.go)
+	evTokens  float64
+	evLast    time.Time
+	evWaiting []relay.Event // latestWins events past the budget, one per kind; nil when none
+	evTimer   *time.Timer   // applies evWaiting when the budget allows
+	evStopped bool
+	evApply   sync.Mutex // held while an event is applied: one kind's events apply in order
+
+	anchor anchorCommit  // result frames' audit heads, recorded before the result is answered (audithead.go)
+	epoch  atomic.Uint64 // presence revision of the connect write; orders sessions
 
 	mu      sync.Mutex
 	ended   bool
@@ -372,6 +378,7 @@ func (s *session) handleFrame(mt int, data []byte) {
 func (s *session) end(readErr error) {
 	s.closing.Store(true)
 	s.stopWriting()
+	s.stopEvents()
 
 	s.mu.Lock()
 	s.ended = true
@@ -384,6 +391,7 @@ func (s *session) end(readErr error) {
 		s.respond(p.replies, &relay.Result{ID: id, Error: relay.Errorf(relay.CodeDeviceOffline,
 			"the device disconnected before answering; it may or may not have run the command")})
 	}
+	s.anchor.wg.Wait() // results waiting for their audit head to be recorded are answered
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()

@@ -174,11 +174,14 @@ func (s *session) deliver(res *relay.Result) {
 	p := s.pending[res.ID]
 	delete(s.pending, res.ID)
 	s.mu.Unlock()
+	head := res.AuditHead
+	res.AuditHead = nil // the device's bookkeeping, not the caller's
 	if p == nil {
 		s.log().Debug("result for no pending command (late or duplicate)", "command", res.ID)
+		s.afterAnchor(head, func() {})
 		return
 	}
-	s.respond(p.replies, res)
+	s.afterAnchor(head, func() { s.respond(p.replies, res) })
 }
 
 func (s *session) respond(replies []*nats.Msg, res *relay.Result) {

@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -71,8 +73,8 @@ func (ss *session) closeAfterRead(err error) {
 	switch {
 	case errors.Is(err, websocket.ErrReadLimit):
 		ss.srv.log.Warn("the provider sent a message over the limit; closing it", "max", ss.srv.cfg.MaxMessage)
-		ss.close(websocket.CloseMessageTooBig, "message too big",
-			relay.Errorf(relay.CodeInternal, "the desktop app sent an answer over %d bytes", ss.srv.cfg.MaxMessage))
+		ss.finish(relay.Errorf(relay.CodeInternal, "the desktop app sent an answer over %d bytes", ss.srv.cfg.MaxMessage))
+		ss.closeTooBig()
 	default:
 		ss.close(0, "", notRunning("the desktop app's connection closed"))
 	}
@@ -85,7 +87,7 @@ func (ss *session) hello() bool {
 	typ, data, err := ss.conn.ReadMessage()
 	if err != nil {
 		if errors.Is(err, websocket.ErrReadLimit) {
-			ss.closeWith(websocket.CloseMessageTooBig, "message too big")
+			ss.closeTooBig()
 		} else {
 			ss.closeWith(CloseProtocolError, "protocol error: no provider.hello")
 		}
@@ -130,13 +132,24 @@ func (ss *session) hello() bool {
 
 // handle processes one message from the app; false ends the session.
 func (ss *session) handle(data []byte) bool {
-	var m message
-	if err := json.Unmarshal(data, &m); err != nil {
+	if !json.Valid(data) {
 		// A broken stream cannot be trusted to answer what is in flight:
 		// close it so calls fail now rather than at their deadline.
 		ss.close(CloseProtocolError, "protocol error: invalid JSON",
 			relay.Errorf(relay.CodeInternal, "the desktop app sent something that is not JSON"))
 		return false
+	}
+	var m message
+	if first := bytes.TrimLeft(data, " \t\r\n"); first[0] != '{' || json.Unmarshal(data, &m) != nil {
+		// JSON, but not one request, response or notification (a batch,
+		// a number, wrong member types): JSON-RPC's Invalid Request, with
+		// the null id since none can be read. The stream is still sound.
+		why := "a message must be one JSON-RPC 2.0 object"
+		if first[0] == '[' {
+			why = "batches are not supported: send one JSON-RPC 2.0 object per message"
+		}
+		ss.answerError(json.RawMessage("null"), rpcInvalidRequest, why, relay.CodeInvalidArgs)
+		return true
 	}
 	switch {
 	case m.Method == "" && len(m.ID) > 0: // a response
@@ -241,20 +254,48 @@ func (ss *session) failure() *relay.Error {
 // close ends the session once: calls in flight and waiting fail with why at
 // once; code (when not 0) is sent to the app in a close frame.
 func (ss *session) close(code int, text string, why *relay.Error) {
-	ss.mu.Lock()
-	if ss.closed {
-		ss.mu.Unlock()
+	if !ss.finish(why) {
 		return
+	}
+	if code != 0 {
+		ss.closeWith(code, text)
+	}
+	ss.conn.Close() // unblocks the reader
+}
+
+// finish marks the session closed (once; false if it already was): calls in
+// flight and waiting fail with why at once.
+func (ss *session) finish(why *relay.Error) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return false
 	}
 	ss.closed = true
 	ss.closeErr = why
 	ss.pending = map[string]chan reply{}
 	close(ss.done)
-	ss.mu.Unlock()
-	if code != 0 {
-		ss.closeWith(code, text)
-	}
-	ss.conn.Close() // unblocks the reader
+	return true
+}
+
+// Bounds of what is read and thrown away after a message over the limit.
+const (
+	maxDiscardBytes = 32 << 20
+	discardWait     = 5 * time.Second
+)
+
+// closeTooBig closes after a message over the limit so that the app can
+// tell why: the 1009 close frame is sent (gorilla sent it when it read the
+// frame's length), then the rest of what the app writes is read and thrown
+// away, up to maxDiscardBytes or discardWait, until it closes its end.
+// Closing at once would leave its message unread in the socket, and an app
+// still writing it would see its connection reset (1006), not the 1009.
+func (ss *session) closeTooBig() {
+	ss.closeWith(websocket.CloseMessageTooBig, "message too big")
+	nc := ss.conn.NetConn()
+	_ = nc.SetReadDeadline(time.Now().Add(discardWait))
+	_, _ = io.CopyN(io.Discard, nc, maxDiscardBytes)
+	ss.conn.Close()
 }
 
 // closeWith sends a close frame (best effort).

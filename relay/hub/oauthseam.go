@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,3 +100,27 @@ func (h *Hub) DeviceAPI(fn func(http.ResponseWriter, *http.Request, *hubapi.Devi
 // Unavailable wraps a storage failure so the hub's error writer answers 503 with what
 // failed and logs the cause.
 func Unavailable(what string, err error) error { return unavailable(what, err) }
+
+// ClientPrefix is the client prefix a request's address (ClientAddr) is
+// bounded by, as the connection caps count it: an IPv4 address, or an
+// IPv6 /64 (one subscriber's allocation).
+func ClientPrefix(addr string) string {
+	key, _ := clientKey(addr)
+	return key
+}
+
+// ClientAggregate is the wider block around a client prefix, for limits a
+// prefix is too cheap to change for: an IPv4 /24, an IPv6 /48.
+func ClientAggregate(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	a = a.Unmap().WithZone("")
+	bits := 24
+	if a.Is6() {
+		bits = 48
+	}
+	p, _ := a.Prefix(bits)
+	return p.String()
+}

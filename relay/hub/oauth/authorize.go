@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"crypto/subtle"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -34,7 +35,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	if s.isCIMD(clientID) {
 		if c, err = s.cimd.client(ctx, clientID); err != nil {
 			s.m.authorizations.WithLabelValues("cimd_refused").Inc()
-			s.log.Warn("oauth client metadata document refused", "client", cut(clientID, 200), "err", err)
+			s.logs.Log(slog.LevelWarn, "oauth client metadata document refused", "client", cut(clientID, 200), "err", err)
 			s.localError(w, http.StatusBadRequest, "This sign-in link's client is a metadata document the hub refused: "+err.Error()+".")
 			return
 		}

@@ -49,6 +49,7 @@ func (c *clock) advance(d time.Duration) {
 // enrolled for p1 serving rooms r1 and r2.
 type testAS struct {
 	t      *testing.T
+	h      *hub.Hub
 	url    string
 	as     *Server
 	cl     *hubclient.Client
@@ -88,7 +89,7 @@ func startAS(t *testing.T, mod func(*Config)) *testAS {
 	go func() { done <- h.Run(ctx) }()
 	<-h.Ready()
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-	ta := &testAS{t: t, url: srv.URL(), as: as, cl: hubclient.New(srv.URL(), admin), clock: ck}
+	ta := &testAS{t: t, h: h, url: srv.URL(), as: as, cl: hubclient.New(srv.URL(), admin), clock: ck}
 	pc, err := ta.cl.Pair(ctx, "p1", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package oauth
 import (
 	"crypto/rand"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -119,7 +120,7 @@ func (s *Server) page(w http.ResponseWriter, status int, t *template.Template, d
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := t.Execute(w, d); err != nil {
-		s.log.Warn("render page", "err", err)
+		s.logs.Log(slog.LevelWarn, "render page", "err", err)
 	}
 }
 

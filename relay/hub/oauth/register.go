@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -210,49 +209,4 @@ func (s *Server) checkMetadata(req registration) (string, []string, error) {
 		return "", nil, bad(codeInvalidRedirectURI, "no redirect URI is allowed (%s)", why)
 	}
 	return name, ok, nil
-}
-
-// rateLimiter allows n events per window per key (a fixed window), in
-// bounded memory.
-type rateLimiter struct {
-	n      int
-	window time.Duration
-	now    func() time.Time
-	mu     sync.Mutex
-	m      map[string]*rlWin
-}
-
-type rlWin struct {
-	start time.Time
-	count int
-}
-
-func newRateLimiter(n int, window time.Duration, now func() time.Time) *rateLimiter {
-	return &rateLimiter{n: n, window: window, now: now, m: map[string]*rlWin{}}
-}
-
-func (l *rateLimiter) take(key string) (bool, time.Duration) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.m[key]
-	if w == nil || now.Sub(w.start) >= l.window {
-		if len(l.m) >= 10_000 {
-			for k, v := range l.m {
-				if now.Sub(v.start) >= l.window {
-					delete(l.m, k)
-				}
-			}
-			if len(l.m) >= 10_000 {
-				clear(l.m) // a flood of addresses: start over rather than grow
-			}
-		}
-		w = &rlWin{start: now}
-		l.m[key] = w
-	}
-	if w.count >= l.n {
-		return false, w.start.Add(l.window).Sub(now)
-	}
-	w.count++
-	return true, 0
 }

@@ -129,10 +129,16 @@ type Server struct {
 	hub      *hub.Hub
 	st       Store
 	log      *slog.Logger
-	issuer   string // PublicURL
-	resource string // issuer + ResourcePath
-	secure   bool   // https issuer: __Host- cookies with Secure
-	regLim   *rateLimiter
+	issuer   string       // PublicURL
+	resource string       // issuer + ResourcePath
+	secure   bool         // https issuer: __Host- cookies with Secure
+	regLim   *rateLimiter // registrations per client prefix
+	regAggr  *rateLimiter // … and per aggregate
+	revLim   *rateLimiter // revocations per client prefix
+	tokLim   *rateLimiter // token requests per client prefix
+	grantLim *rateLimiter // refreshes per grant
+	authLim  *rateLimiter // consent pages per client prefix
+	logs     *logLimiter  // lines a stranger's request can cause
 	m        *metrics
 	cimd     *cimdFetcher // nil: CIMD off
 }
@@ -184,7 +190,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, hub: cfg.Hub, st: cfg.Store, log: cfg.Logger.With("component", "oauth"), issuer: iss,
 		resource: iss + cfg.ResourcePath, secure: strings.HasPrefix(iss, "https://"),
-		regLim: newRateLimiter(cfg.RegisterRate, time.Minute, cfg.Now)}
+		regLim:   newRateLimiter(cfg.RegisterRate, time.Minute, cfg.Now),
+		regAggr:  newRateLimiter(registerPerAggr*cfg.RegisterRate, time.Minute, cfg.Now),
+		revLim:   newRateLimiter(revokePerPrefix, time.Minute, cfg.Now),
+		tokLim:   newRateLimiter(tokenPerPrefix, time.Minute, cfg.Now),
+		grantLim: newRateLimiter(tokenPerGrant, time.Minute, cfg.Now),
+		authLim:  newRateLimiter(authorizePerPrefx, time.Minute, cfg.Now)}
+	s.logs = newLogLimiter(s.log, 20, time.Minute, cfg.Now)
 	s.m = newMetrics(cfg.Hub.Registerer())
 	if len(cfg.CIMDHosts) > 0 {
 		var hosts []string
@@ -312,7 +324,7 @@ func (s *Server) writeOAuthErr(w http.ResponseWriter, r *http.Request, err error
 		writeJSON(w, oe.status, map[string]string{"error": string(oe.code), "error_description": oe.desc})
 		return
 	}
-	s.log.Error("oauth request failed", "path", r.URL.Path, "err", err)
+	s.logs.Log(slog.LevelError, "oauth request failed", "path", r.URL.Path, "err", err)
 	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": string(codeTemporarilyUnavailable), "error_description": "the hub could not reach its store; retry"})
 }
 

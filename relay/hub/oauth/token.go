@@ -294,6 +294,10 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if ok, wait := s.revLim.take(hub.ClientPrefix(s.hub.ClientAddr(r))); !ok {
+		s.rateLimited(w, wait, "too many revocations from this network (client prefix); retry later")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
 		s.writeOAuthErr(w, r, bad(codeInvalidRequest, "the body must be application/x-www-form-urlencoded"))
@@ -314,7 +318,14 @@ func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case strings.HasPrefix(tok, PrefixAccess) && len(tok) < 100:
-		if err := del(ctx, s.st, accessKey(tok), 0); err != nil && !notFound(err) {
+		// Only a token that exists is written (RFC 7009 §2.2: an unknown
+		// one is a 200 and nothing else): a stranger's guesses write nothing.
+		k := accessKey(tok)
+		e, err := s.st.Get(ctx, k.t, k.k)
+		if err == nil {
+			err = del(ctx, s.st, k, e.Revision)
+		}
+		if err != nil && !notFound(err) && !isConflict(err) {
 			s.writeOAuthErr(w, r, unavailable("revoke the token", err))
 			return
 		}

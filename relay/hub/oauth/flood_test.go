@@ -1,0 +1,130 @@
+package oauth
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
+)
+
+// Flood tests (#29): a stranger, without signing in, sends as many
+// requests as the test's budget allows (a count and seconds, loopback
+// only), from its own loopback address; the test logs the figure and
+// checks what the flood left in the store and that a known user, from
+// another address, is unaffected.
+
+// fromAddr is an HTTP client whose connections leave from a loopback
+// source address (127.0.0.2: another client prefix than the test's own).
+func fromAddr(t *testing.T, ip string) *http.Client {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+type floodResult struct {
+	sent     int
+	byStatus map[int]int
+	took     time.Duration
+}
+
+// flood sends up to n requests made by mk (8 at a time) for at most d.
+func flood(t *testing.T, c *http.Client, n int, d time.Duration, mk func(i int) *http.Request) floodResult {
+	t.Helper()
+	var next atomic.Int64
+	var mu sync.Mutex
+	res := floodResult{byStatus: map[int]int{}}
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				r, err := c.Do(mk(i))
+				status := -1
+				if err == nil {
+					status = r.StatusCode
+					r.Body.Close()
+				}
+				mu.Lock()
+				res.sent++
+				res.byStatus[status]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.took = time.Since(start)
+	return res
+}
+
+func formPost(u string, v url.Values) *http.Request {
+	r, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(v.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return r
+}
+
+// bucketBytes is what one of the OAuth buckets holds now.
+func (ta *testAS) bucketBytes(pick func(hub.OAuthBuckets) jetstream.KeyValue) uint64 {
+	ta.t.Helper()
+	b, err := ta.h.OAuthBuckets()
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	st, err := pick(b).Status(context.Background())
+	if err != nil {
+		ta.t.Fatal(err)
+	}
+	return st.Bytes()
+}
+
+func tokensBucket(b hub.OAuthBuckets) jetstream.KeyValue  { return b.Tokens }
+func clientsBucket(b hub.OAuthBuckets) jetstream.KeyValue { return b.Clients }
+func flowBucket(b hub.OAuthBuckets) jetstream.KeyValue    { return b.Flow }
+
+// TestRevokeFloodWritesNothing (#29.1): revocations of tokens that do
+// not exist write nothing (RFC 7009 §2.2: 200 and do nothing), the
+// endpoint is rate-limited per client prefix, and a known user's sign-in
+// and revocation from another address still work.
+func TestRevokeFloodWritesNothing(t *testing.T) {
+	ta := startAS(t, nil)
+	_, tok := ta.fullFlow("read")
+	before := ta.bucketBytes(tokensBucket)
+	stranger := fromAddr(t, "127.0.0.2")
+	res := flood(t, stranger, 3000, 15*time.Second, func(i int) *http.Request {
+		return formPost(ta.url+PathRevoke, url.Values{"token": {newSecret(PrefixAccess)}})
+	})
+	after := ta.bucketBytes(tokensBucket)
+	t.Logf("revoke flood: %d requests in %v (%v), the tokens bucket %d -> %d bytes (+%d)",
+		res.sent, res.took.Round(time.Millisecond), res.byStatus, before, after, int64(after)-int64(before))
+	if after != before {
+		t.Errorf("revocations of unknown tokens wrote %d bytes", int64(after)-int64(before))
+	}
+	if res.byStatus[http.StatusTooManyRequests] == 0 {
+		t.Errorf("no revocation was rate-limited: %v", res.byStatus)
+	}
+	// The known user, from its own address: its token works, and its own
+	// revocation does.
+	if s := ta.mcpStatus(tok["access_token"].(string)); s == 401 {
+		t.Fatal("the known user's token was refused after the flood")
+	}
+	if r := do(t, http.DefaultClient, http.MethodPost, ta.url+PathRevoke, url.Values{"token": {tok["refresh_token"].(string)}}); r.status != 200 {
+		t.Fatalf("the known user's revocation: %d %s", r.status, r.body)
+	}
+	if s := ta.mcpStatus(tok["access_token"].(string)); s != 401 {
+		t.Errorf("after the known user's revocation: %d", s)
+	}
+}

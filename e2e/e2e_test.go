@@ -188,6 +188,13 @@ func call(t testing.TB, h *runningHub, dev, project, name string, args any) (*re
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	// A real device's result matches the command's published result
+	// schema (relay/schemas/NAME.result.json, the MCP outputSchema).
+	if _, bench := t.(*testing.B); !bench && res.OK && relay.KnownCommand(name) {
+		if err := relay.ValidateResult(name, res.Result); err != nil {
+			t.Errorf("%s: the result does not match its result schema: %v\nresult: %s", name, err, res.Result)
+		}
+	}
 	return res, status
 }
 

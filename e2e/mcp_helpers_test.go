@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -55,7 +58,63 @@ func tool(t testing.TB, cs *mcp.ClientSession, name string, args any) *mcp.CallT
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	if _, bench := t.(*testing.B); !bench { // benchmarks measure the call alone
+		checkOutput(t, cs, name, res)
+	}
 	return res
+}
+
+// outputSchemas caches each session's tools' outputSchema, compiled.
+var outputSchemas sync.Map // *mcp.ClientSession -> map[string]*jsonschema.Schema
+
+// checkOutput fails the test unless a successful result's
+// structuredContent matches the outputSchema its tool publishes in
+// tools/list: every tool call of these tests is a real result (a real hub,
+// a real agent) checked against the published contract.
+func checkOutput(t testing.TB, cs *mcp.ClientSession, name string, res *mcp.CallToolResult) {
+	t.Helper()
+	if res.IsError {
+		return
+	}
+	v, ok := outputSchemas.Load(cs)
+	if !ok {
+		lt, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		c := jsonschema.NewCompiler()
+		m := map[string]*jsonschema.Schema{}
+		for _, tl := range lt.Tools {
+			if tl.OutputSchema == nil {
+				t.Fatalf("%s publishes no outputSchema", tl.Name)
+			}
+			b, _ := json.Marshal(tl.OutputSchema)
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+			if err == nil {
+				err = c.AddResource("mem://"+tl.Name, doc)
+			}
+			if err == nil {
+				m[tl.Name], err = c.Compile("mem://" + tl.Name)
+			}
+			if err != nil {
+				t.Fatalf("%s's outputSchema: %v", tl.Name, err)
+			}
+		}
+		v, _ = outputSchemas.LoadOrStore(cs, m)
+		t.Cleanup(func() { outputSchemas.Delete(cs) })
+	}
+	sch := v.(map[string]*jsonschema.Schema)[name]
+	if sch == nil {
+		t.Fatalf("%s: no such tool in tools/list", name)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: structuredContent: %v", name, err)
+	}
+	if err := sch.Validate(doc); err != nil {
+		t.Errorf("%s: the result does not match its outputSchema: %v\nresult: %s", name, err, b)
+	}
 }
 
 func resultText(r *mcp.CallToolResult) string {

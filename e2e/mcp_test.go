@@ -122,8 +122,8 @@ func mcpFlow(t *testing.T, h *runningHub) {
 				t.Errorf("%s: not destructive", tl.Name)
 			}
 		}
-		if tl.OutputSchema != nil {
-			t.Errorf("%s declares an outputSchema", tl.Name)
+		if tl.OutputSchema == nil { // #28: every tool publishes its result's shape
+			t.Errorf("%s declares no outputSchema", tl.Name)
 		}
 	}
 	slices.Sort(names)

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"bytes"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,77 +19,54 @@ import (
 	"golang.org/x/text/message"
 )
 
-// The command names, the seed's Room tools. Only these can ever be allowed.
-const (
-	CmdReadRoom              = "read_room"
-	CmdListRoomApps          = "list_room_apps"
-	CmdReadRoomAppStatus     = "read_room_app_status"
-	CmdProposeRoomSnippetApp = "propose_room_snippet_app"
-	CmdProposeRoomRepoApp    = "propose_room_repo_app"
-	CmdSmokeRunRoomApp       = "smoke_run_room_app"
-)
-
-// commandNames is in documentation order: the reads first, then the writes.
-var commandNames = []string{
-	CmdReadRoom, CmdListRoomApps, CmdReadRoomAppStatus,
-	CmdProposeRoomSnippetApp, CmdProposeRoomRepoApp, CmdSmokeRunRoomApp,
-}
-
-// CommandNames lists every command a device can serve, reads first.
-func CommandNames() []string { return slices.Clone(commandNames) }
-
-// KnownCommand reports whether name is one of CommandNames.
-func KnownCommand(name string) bool { return slices.Contains(commandNames, name) }
-
-// ReadOnlyCommand reports whether name is a read (it changes nothing on the
-// device); the proposals and the smoke-run are not.
-func ReadOnlyCommand(name string) bool {
-	return name == CmdReadRoom || name == CmdListRoomApps || name == CmdReadRoomAppStatus
-}
-
-// The JSON Schema (draft 2020-12) of each command's arguments, one file per
-// command named after it. propose_room_snippet_app is the seed's inputSchema.
-//
-//go:embed schemas/*.json
-var schemaFS embed.FS
-
-// SchemaJSON returns the JSON Schema document for a command's arguments, as
-// published (for example as an MCP tool's inputSchema).
-func SchemaJSON(command string) ([]byte, bool) {
-	if !KnownCommand(command) {
-		return nil, false
-	}
-	b, err := schemaFS.ReadFile("schemas/" + command + ".json")
-	return b, err == nil
-}
-
-// compiled holds the schemas, compiled once on first use. A broken embedded
-// schema is a build defect, caught by the tests, so it panics.
+// compiled holds the argument schemas (by command name) and the result
+// schemas (by name + ".result"), compiled once on first use. A broken
+// embedded schema is a build defect, caught by the tests, so it panics.
 var compiled = sync.OnceValue(func() map[string]*jsonschema.Schema {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	out := make(map[string]*jsonschema.Schema, len(commandNames))
-	for _, name := range commandNames {
-		b, ok := SchemaJSON(name)
+	out := make(map[string]*jsonschema.Schema, 2*len(commandNames))
+	add := func(key string, b []byte, ok bool) {
 		if !ok {
-			panic("relay: no embedded schema for " + name)
+			panic("relay: no embedded schema for " + key)
 		}
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 		if err != nil {
-			panic(fmt.Sprintf("relay: schema %s: %v", name, err))
+			panic(fmt.Sprintf("relay: schema %s: %v", key, err))
 		}
-		url := "urn:roomrelay:schema:" + name
+		url := "urn:roomrelay:schema:" + key
 		if err := c.AddResource(url, doc); err != nil {
-			panic(fmt.Sprintf("relay: schema %s: %v", name, err))
+			panic(fmt.Sprintf("relay: schema %s: %v", key, err))
 		}
 		sch, err := c.Compile(url)
 		if err != nil {
-			panic(fmt.Sprintf("relay: schema %s: %v", name, err))
+			panic(fmt.Sprintf("relay: schema %s: %v", key, err))
 		}
-		out[name] = sch
+		out[key] = sch
+	}
+	for _, name := range commandNames {
+		b, ok := SchemaJSON(name)
+		add(name, b, ok)
+		b, ok = ResultSchemaJSON(name)
+		add(name+".result", b, ok)
 	}
 	return out
 })
+
+// ValidateResult checks a command's result (the JSON a device answered)
+// against the command's result schema, with the messages of ValidateArgs.
+// The device does not call it: tests do, on real results, so the published
+// outputSchema cannot drift from what the handlers return.
+func ValidateResult(command string, result []byte) error {
+	if !KnownCommand(command) {
+		return fmt.Errorf("unknown command %s", quote(command))
+	}
+	doc, err := decodeStrict(result)
+	if err != nil {
+		return fmt.Errorf("result is not valid JSON: %w", err)
+	}
+	return schemaError(compiled()[command+".result"].Validate(doc), doc)
+}
 
 // maxSchemaCauses caps how many schema problems one message lists.
 const maxSchemaCauses = 3
@@ -101,7 +77,11 @@ const maxSchemaCauses = 3
 //
 //	schema: 'abcdefg' is too short (idempotency_key: minLength 8)
 func checkSchema(command string, doc any) error {
-	err := compiled()[command].Validate(doc)
+	return schemaError(compiled()[command].Validate(doc), doc)
+}
+
+// schemaError words a validation failure of doc (nil stays nil).
+func schemaError(err error, doc any) error {
 	if err == nil {
 		return nil
 	}

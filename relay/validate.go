@@ -14,39 +14,6 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// Arguments of each command, as a handler reads them after DecodeArgs.
-type (
-	ReadRoomArgs struct {
-		RoomID string `json:"room_id"`
-	}
-	ListRoomAppsArgs struct {
-		RoomID string `json:"room_id"`
-		Limit  int    `json:"limit,omitempty"` // 0: the handler's default page size
-		Cursor string `json:"cursor,omitempty"`
-	}
-	ReadRoomAppStatusArgs struct {
-		RoomID     string `json:"room_id"`
-		InstanceID string `json:"instance_id"`
-	}
-	ProposeSnippetArgs struct {
-		RoomID         string            `json:"room_id"`
-		Name           string            `json:"name"`
-		Files          map[string]string `json:"files"`
-		IdempotencyKey string            `json:"idempotency_key"`
-	}
-	ProposeRepoArgs struct {
-		RoomID         string `json:"room_id"`
-		Name           string `json:"name"`
-		RepositoryID   string `json:"repository_id"`
-		VersionID      string `json:"version_id"`
-		IdempotencyKey string `json:"idempotency_key"`
-	}
-	SmokeRunArgs struct {
-		RoomID     string `json:"room_id"`
-		InstanceID string `json:"instance_id"`
-	}
-)
-
 // Reviewer-attention limits for a snippet proposal. The owner reads every
 // file in full on one card before approving; the seed's example app is two
 // files and 3 KB, and "nobody reads 21 files on one card". Anything larger

@@ -227,7 +227,10 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d.agent = a
-	d.registerHandlers()
+	if err := d.registerHandlers(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	if !cfg.NoLocalAPI {
 		if err := d.openLocalAPI(); err != nil {
 			d.Close()

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
@@ -65,11 +66,11 @@ func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration
 	d.publishCommand(cmd, e) // after its audit line
 }
 
-// handle registers fn for the command name. The guard, which runs before
-// every handler, already checked the arguments against the command's JSON
+// typed is a handler that reads its arguments as A. The guard, which runs
+// before every handler, already checked them against the command's JSON
 // Schema (relay.ValidateArgs), so here they are only decoded.
-func handle[A any](d *Daemon, name string, fn func(ctx context.Context, cmd *relay.Command, a A) (any, error)) {
-	d.agent.Register(name, func(ctx context.Context, cmd *relay.Command) (any, error) {
+func typed[A any](fn func(ctx context.Context, cmd *relay.Command, a A) (any, error)) agent.Handler {
+	return func(ctx context.Context, cmd *relay.Command) (any, error) {
 		var a A
 		args := cmd.Args
 		if len(bytes.TrimSpace(args)) == 0 {
@@ -79,40 +80,69 @@ func handle[A any](d *Daemon, name string, fn func(ctx context.Context, cmd *rel
 			return nil, relay.Errorf(relay.CodeInvalidArgs, "args: %v", err)
 		}
 		return fn(ctx, cmd, a)
-	})
+	}
 }
 
-func (d *Daemon) registerHandlers() {
-	handle(d, relay.CmdReadRoom, func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomArgs) (any, error) {
-		return d.readRoom(ctx, cmd.ProjectID, a.RoomID)
-	})
-	handle(d, relay.CmdListRoomApps, func(ctx context.Context, cmd *relay.Command, a relay.ListRoomAppsArgs) (any, error) {
-		if a.Limit == 0 {
-			a.Limit = defaultListLimit
+// handlers is the daemon's half of relay's command table: one handler per
+// row. registerHandlers refuses a row without one and a handler without a
+// row, so the two cannot drift.
+func (d *Daemon) handlers() map[string]agent.Handler {
+	return map[string]agent.Handler{
+		relay.CmdReadRoom: typed(func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomArgs) (any, error) {
+			return d.readRoom(ctx, cmd.ProjectID, a.RoomID)
+		}),
+		relay.CmdListRoomApps: typed(func(ctx context.Context, cmd *relay.Command, a relay.ListRoomAppsArgs) (any, error) {
+			if a.Limit == 0 {
+				a.Limit = defaultListLimit
+			}
+			return d.source().ListRoomApps(ctx, cmd.ProjectID, a.RoomID, a.Limit, a.Cursor)
+		}),
+		relay.CmdReadRoomAppStatus: typed(func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomAppStatusArgs) (any, error) {
+			return d.readAppStatus(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
+		}),
+		relay.CmdProposeRoomSnippetApp: typed(func(ctx context.Context, cmd *relay.Command, a relay.ProposeSnippetArgs) (any, error) {
+			return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceSnippet,
+				Name: a.Name, Files: a.Files, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
+		}),
+		relay.CmdProposeRoomRepoApp: typed(func(ctx context.Context, cmd *relay.Command, a relay.ProposeRepoArgs) (any, error) {
+			return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceRepo,
+				Name: a.Name, RepositoryID: a.RepositoryID, VersionID: a.VersionID, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
+		}),
+		relay.CmdSmokeRunRoomApp: typed(func(ctx context.Context, cmd *relay.Command, a relay.SmokeRunArgs) (any, error) {
+			res, summary, err := d.smokeRunApp(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
+			if err != nil {
+				return nil, err
+			}
+			if !res.OK {
+				return nil, relay.Errorf(relay.CodeSandboxFailed, "%s", summary)
+			}
+			return smokeSummary(res), nil
+		}),
+	}
+}
+
+// registerHandlers registers a handler for every row of relay's command
+// table. A row without a handler, or a handler without a row, is a build
+// defect: New fails, and so does every daemon test.
+func (d *Daemon) registerHandlers() error {
+	return registerTable(d.agent.Register, d.handlers())
+}
+
+func registerTable(register func(string, agent.Handler), hs map[string]agent.Handler) error {
+	for _, c := range relay.Commands() {
+		if hs[c.Name] == nil {
+			return fmt.Errorf("daemon: no handler for command %s of relay's table", c.Name)
 		}
-		return d.source().ListRoomApps(ctx, cmd.ProjectID, a.RoomID, a.Limit, a.Cursor)
-	})
-	handle(d, relay.CmdReadRoomAppStatus, func(ctx context.Context, cmd *relay.Command, a relay.ReadRoomAppStatusArgs) (any, error) {
-		return d.readAppStatus(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
-	})
-	handle(d, relay.CmdProposeRoomSnippetApp, func(ctx context.Context, cmd *relay.Command, a relay.ProposeSnippetArgs) (any, error) {
-		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceSnippet,
-			Name: a.Name, Files: a.Files, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
-	})
-	handle(d, relay.CmdProposeRoomRepoApp, func(ctx context.Context, cmd *relay.Command, a relay.ProposeRepoArgs) (any, error) {
-		return d.propose(ctx, rooms.NewProposal{ProjectID: cmd.ProjectID, RoomID: a.RoomID, Kind: rooms.SourceRepo,
-			Name: a.Name, RepositoryID: a.RepositoryID, VersionID: a.VersionID, IdempotencyKey: a.IdempotencyKey, ProposedBy: caller(cmd)})
-	})
-	handle(d, relay.CmdSmokeRunRoomApp, func(ctx context.Context, cmd *relay.Command, a relay.SmokeRunArgs) (any, error) {
-		res, summary, err := d.smokeRunApp(ctx, cmd.ProjectID, a.RoomID, a.InstanceID)
-		if err != nil {
-			return nil, err
+	}
+	for name := range hs {
+		if !relay.KnownCommand(name) {
+			return fmt.Errorf("daemon: handler %s is not in relay's command table", name)
 		}
-		if !res.OK {
-			return nil, relay.Errorf(relay.CodeSandboxFailed, "%s", summary)
-		}
-		return smokeSummary(res), nil
-	})
+	}
+	for _, c := range relay.Commands() {
+		register(c.Name, hs[c.Name])
+	}
+	return nil
 }
 
 // caller is the command's Caller as the device keeps it: valid UTF-8,

@@ -411,7 +411,7 @@ func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
 		}
 	}
 	res := h.route(ctx, c.Device, &cmd, c.Timeout)
-	if res.Error == nil && (c.Name == relay.CmdProposeRoomSnippetApp || c.Name == relay.CmdProposeRoomRepoApp) {
+	if res.Error == nil && relay.ProposalCommand(c.Name) {
 		h.noteProposal(ctx, c.Device, res)
 	}
 	return res

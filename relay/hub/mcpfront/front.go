@@ -93,7 +93,8 @@ type Front struct {
 	lim    *tokenLimiter
 	// tools are the registered tool names: the guard counts tools/call of
 	// any other name itself.
-	tools map[string]bool
+	tools    map[string]bool
+	toolList []*mcp.Tool // in registration order
 	// publicHost is PublicURL's host name (guard.go's Host rule).
 	publicHost string
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
-	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // Tool names the front adds to the device commands.
@@ -30,38 +29,23 @@ const (
 	MaxWaitSeconds     = 50
 )
 
-// offline is what every device tool says about reach, as the seed advises.
-const offline = " The Room lives on one laptop: while it is offline the call fails with device_offline, and while its desktop app is closed with app_not_running; tell the user instead of retrying."
-
-var descriptions = map[string]string{
+// Descriptions of the tools the front adds; a device command's is its row
+// of relay's command table.
+var hubDescriptions = map[string]string{
 	ToolListLocalRooms: "List the local Rooms this token's project can reach, kept on owners' laptops, with each laptop's presence (online, online with its desktop app closed, sleeping, offline, last seen). Use their room_id in the other tools.",
-	relay.CmdReadRoom:  "Read one local Room: id, name, app count, pending proposals. Never files, config, logs, secrets or app storage." + offline,
-	relay.CmdListRoomApps: "List the apps in a local Room's launcher, a page at a time (next_cursor). Pending proposals are not apps until the owner approves them." +
-		offline,
-	relay.CmdReadRoomAppStatus: "The launcher, review and local build (smoke-run) state of one app in a local Room; no config, files, logs or secrets." + offline,
-	relay.CmdProposeRoomSnippetApp: "Propose a snippet app (src/App.tsx required; a handful of files, tens of KiB) for a local Room. Nothing reaches its launcher before the owner reviews the full code and approves it on their laptop (`roomrelay review`). " +
-		"Derive idempotency_key from the content, e.g. \"snip-\" + sha256(room_id, name, files): a retry returns the same proposal. Then call wait_for_review, or end the turn and tell the user to approve it.",
-	relay.CmdProposeRoomRepoApp: "Propose a pinned repository version of the same project as an app for a local Room (for apps too big for a snippet). It reaches the launcher only after the owner approves it on their laptop (`roomrelay review`). Derive idempotency_key from the content.",
-	relay.CmdSmokeRunRoomApp:    "Build an approved snippet app on the owner's laptop and smoke-run it in the device's sandbox: phase reached, render summary, error at its TSX file:line:col." + offline,
-	ToolWaitForReview:           "Wait for the owner's decision on a proposal; returns as soon as they approve or decline it on their laptop. If it is still pending after timeout_seconds, tell the user to approve it there (`roomrelay review`) and end the turn; do not loop.",
+	ToolWaitForReview:  "Wait for the owner's decision on a proposal; returns as soon as they approve or decline it on their laptop. If it is still pending after timeout_seconds, tell the user to approve it there (`roomrelay review`) and end the turn; do not loop.",
 }
 
-var (
-	listRoomsSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
-	waitSchema      = json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"room_id":{"type":"string"},"proposal_id":{"type":"string"},"timeout_seconds":{"type":"integer","minimum":1,"maximum":%d}},"required":["room_id","proposal_id"],"additionalProperties":false}`, MaxWaitSeconds))
-)
-
-// publishedSchema is a command's relay schema as a tool's inputSchema: the
-// same document without $schema, title and description (the tool's own
-// description says it), which only cost a model's context.
-func publishedSchema(command string) (json.RawMessage, error) {
-	b, ok := relay.SchemaJSON(command)
+// publishedSchema is a relay schema document as a tool's inputSchema or
+// outputSchema: the same document without $schema, title and description
+// (the tool's own description says it), which only cost a model's context.
+func publishedSchema(b []byte, ok bool) (json.RawMessage, error) {
 	if !ok {
-		return nil, fmt.Errorf("mcpfront: no schema for %s", command)
+		return nil, errors.New("no schema")
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("mcpfront: schema %s: %w", command, err)
+		return nil, err
 	}
 	delete(doc, "$schema")
 	delete(doc, "title")
@@ -71,27 +55,40 @@ func publishedSchema(command string) (json.RawMessage, error) {
 
 func ptr[T any](v T) *T { return &v }
 
+// Tool lists every tool the front serves, as tools/list shows it (for the
+// generated documentation and the tests).
+func (f *Front) Tools() []*mcp.Tool { return slices.Clone(f.toolList) }
+
+func (f *Front) addTool(t *mcp.Tool, h mcp.ToolHandler) {
+	f.tools[t.Name] = true
+	f.toolList = append(f.toolList, t)
+	f.server.AddTool(t, h)
+}
+
+// addTools registers list_local_rooms, one tool per row of relay's command
+// table, and wait_for_review.
 func (f *Front) addTools() error {
-	for _, n := range append(relay.CommandNames(), ToolListLocalRooms, ToolWaitForReview) {
-		f.tools[n] = true
-	}
-	f.server.AddTool(&mcp.Tool{Name: ToolListLocalRooms, Description: descriptions[ToolListLocalRooms], InputSchema: listRoomsSchema,
+	f.addTool(&mcp.Tool{Name: ToolListLocalRooms, Description: hubDescriptions[ToolListLocalRooms],
+		InputSchema: listRoomsInput, OutputSchema: listRoomsOutput,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}}, f.listRooms)
-	for _, name := range relay.CommandNames() {
-		schema, err := publishedSchema(name)
+	for _, spec := range relay.Commands() {
+		in, err := publishedSchema(relay.SchemaJSON(spec.Name))
 		if err != nil {
-			return err
+			return fmt.Errorf("mcpfront: %s's arguments schema: %w", spec.Name, err)
 		}
-		ann := &mcp.ToolAnnotations{ReadOnlyHint: relay.ReadOnlyCommand(name), OpenWorldHint: ptr(false)}
-		switch name {
-		case relay.CmdProposeRoomSnippetApp, relay.CmdProposeRoomRepoApp:
-			ann.DestructiveHint = ptr(true)
-		case relay.CmdSmokeRunRoomApp:
-			ann.DestructiveHint = ptr(false)
+		out, err := publishedSchema(relay.ResultSchemaJSON(spec.Name))
+		if err != nil {
+			return fmt.Errorf("mcpfront: %s's result schema: %w", spec.Name, err)
 		}
-		f.server.AddTool(&mcp.Tool{Name: name, Description: descriptions[name], InputSchema: schema, Annotations: ann}, f.deviceTool(name))
+		ann := &mcp.ToolAnnotations{ReadOnlyHint: spec.ReadOnly, OpenWorldHint: ptr(false)}
+		if !spec.ReadOnly {
+			ann.DestructiveHint = ptr(spec.Destructive)
+		}
+		f.addTool(&mcp.Tool{Name: spec.Name, Description: spec.Description, InputSchema: in, OutputSchema: out, Annotations: ann},
+			f.deviceTool(spec))
 	}
-	f.server.AddTool(&mcp.Tool{Name: ToolWaitForReview, Description: descriptions[ToolWaitForReview], InputSchema: waitSchema,
+	f.addTool(&mcp.Tool{Name: ToolWaitForReview, Description: hubDescriptions[ToolWaitForReview],
+		InputSchema: waitInput, OutputSchema: waitOutput,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr(false)}}, f.waitForReview)
 	return nil
 }
@@ -160,8 +157,8 @@ var hints = map[relay.Code]string{
 }
 
 // fail is a tool error: isError, text starting with the code, and no
-// structuredContent (none of these tools declares an outputSchema, and an
-// error result must not pretend to be one).
+// structuredContent (an error result must not pretend to match the tool's
+// outputSchema).
 func (c *call) fail(e *relay.Error) *mcp.CallToolResult {
 	c.log(string(e.Code))
 	text := string(e.Code) + ": " + strings.TrimSuffix(e.Message, ".") + "."
@@ -186,43 +183,6 @@ func (c *call) log(outcome string) {
 		"ms", c.f.cfg.Now().Sub(c.start).Milliseconds())
 }
 
-func (f *Front) listRooms(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	c, refused := f.begin(ctx, req, ToolListLocalRooms)
-	if refused != nil {
-		return refused, nil
-	}
-	if err := strictArgs(req.Params.Arguments, &struct{}{}); err != nil {
-		return c.fail(err), nil
-	}
-	rooms, err := f.hub.Rooms(ctx, c.client.Project)
-	if err != nil {
-		f.log.Error("list rooms", "err", err)
-		return c.fail(relay.Errorf(relay.CodeInternal, "the hub could not read its room directory")), nil
-	}
-	if d := c.client.Device; d != "" { // a grant bound to one device sees its rooms only
-		rooms = slices.DeleteFunc(rooms, func(r hubapi.DirectoryRoom) bool { return r.DeviceID != d })
-	}
-	parts := make([]string, 0, len(rooms))
-	for _, r := range rooms {
-		state := r.Presence.State
-		if r.Presence.App == hubapi.AppClosed {
-			// The laptop is reachable but the desktop app that holds the
-			// room is closed: reads answer app_not_running.
-			state += ", app closed"
-		}
-		parts = append(parts, fmt.Sprintf("%s (%s, %s)", r.Name, r.RoomID, state))
-	}
-	noun := "rooms"
-	if len(rooms) == 1 {
-		noun = "room"
-	}
-	text := fmt.Sprintf("%d local %s: %s.", len(rooms), noun, strings.Join(parts, "; "))
-	if len(rooms) == 0 {
-		text = "No local rooms: no laptop serves this project yet (the owner runs `roomrelay enable PROJECT` there)."
-	}
-	return c.ok(map[string]any{"rooms": rooms}, text), nil
-}
-
 // strictArgs decodes a tool's arguments, refusing unknown fields.
 func strictArgs(raw json.RawMessage, v any) *relay.Error {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
@@ -238,7 +198,8 @@ func strictArgs(raw json.RawMessage, v any) *relay.Error {
 
 // deviceTool serves one device command: validate as the device will, find
 // the room's device in the directory, send the command, return its result.
-func (f *Front) deviceTool(name string) mcp.ToolHandler {
+func (f *Front) deviceTool(spec relay.CommandSpec) mcp.ToolHandler {
+	name := spec.Name
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c, refused := f.begin(ctx, req, name)
 		if refused != nil {
@@ -273,132 +234,8 @@ func (f *Front) deviceTool(name string) mcp.ToolHandler {
 		if err := json.Unmarshal(res.Result, &out); err != nil {
 			return c.fail(relay.Errorf(relay.CodeInternal, "the device's result is not a JSON object")), nil
 		}
-		return c.ok(out, summary(name, out)), nil
+		return c.ok(out, spec.Summary(out)), nil
 	}
-}
-
-// summary is the one-line text beside a result's structuredContent.
-func summary(name string, r map[string]any) string {
-	s := func(k string) any { return r[k] }
-	switch name {
-	case relay.CmdReadRoom:
-		return fmt.Sprintf("Room %q (%v): %v apps, %v pending proposals.", s("name"), s("id"), s("app_count"), s("pending_proposals"))
-	case relay.CmdListRoomApps:
-		items, _ := r["items"].([]any)
-		more := ""
-		if c, _ := r["next_cursor"].(string); c != "" {
-			more = " More: pass next_cursor."
-		}
-		return fmt.Sprintf("%d apps.%s", len(items), more)
-	case relay.CmdReadRoomAppStatus:
-		state := func(k string) any {
-			m, _ := r[k].(map[string]any)
-			return m["state"]
-		}
-		return fmt.Sprintf("App %q: launcher %v, review %v, build %v.", s("name"), state("launcher"), state("review"), state("build"))
-	case relay.CmdProposeRoomSnippetApp, relay.CmdProposeRoomRepoApp:
-		dup := ""
-		if d, _ := r["duplicate"].(bool); d {
-			dup = " (an existing proposal with this content; no new card)"
-		}
-		if s("state") == "pending_review" {
-			return fmt.Sprintf("Proposal %v is pending review%s: the owner approves it on their laptop (`roomrelay review`). Call wait_for_review or end the turn.", s("proposal_id"), dup)
-		}
-		return fmt.Sprintf("Proposal %v is %v%s.", s("proposal_id"), s("state"), dup)
-	case relay.CmdSmokeRunRoomApp:
-		return fmt.Sprintf("Smoke-run ok: phase %v in %v ms.", s("phase"), s("duration_ms"))
-	}
-	return "ok"
-}
-
-func (f *Front) waitForReview(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	c, refused := f.begin(ctx, req, ToolWaitForReview)
-	if refused != nil {
-		return refused, nil
-	}
-	var a struct {
-		RoomID     string `json:"room_id"`
-		ProposalID string `json:"proposal_id"`
-		Timeout    *int   `json:"timeout_seconds"`
-	}
-	if err := strictArgs(req.Params.Arguments, &a); err != nil {
-		return c.fail(err), nil
-	}
-	switch {
-	case a.RoomID == "":
-		return c.fail(relay.Errorf(relay.CodeInvalidArgs, "schema: missing property 'room_id' (required)")), nil
-	case a.ProposalID == "":
-		return c.fail(relay.Errorf(relay.CodeInvalidArgs, "schema: missing property 'proposal_id' (required)")), nil
-	case a.Timeout != nil && (*a.Timeout < 1 || *a.Timeout > MaxWaitSeconds):
-		return c.fail(relay.Errorf(relay.CodeInvalidArgs, "schema: timeout_seconds must be 1–%d (timeout_seconds: maximum %d)", MaxWaitSeconds, MaxWaitSeconds)), nil
-	}
-	wait := DefaultWaitSeconds * time.Second
-	if a.Timeout != nil {
-		wait = time.Duration(*a.Timeout) * time.Second
-	}
-	dev, rerr := f.resolve(ctx, c.client, a.RoomID)
-	if rerr != nil {
-		return c.fail(rerr), nil
-	}
-	c.device = dev
-
-	// Progress on the request's own stream keeps clients that reset their
-	// timeout on progress waiting; one goroutine, ended with the wait.
-	var tok any
-	if req.Params != nil {
-		tok = req.Params.GetProgressToken()
-	}
-	wctx, stopProgress := context.WithCancel(ctx)
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		if tok == nil || req.Session == nil {
-			return
-		}
-		t := time.NewTicker(f.cfg.ProgressEvery)
-		defer t.Stop()
-		start := time.Now()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-				_ = req.Session.NotifyProgress(wctx, &mcp.ProgressNotificationParams{ProgressToken: tok,
-					Progress: time.Since(start).Seconds(), Total: wait.Seconds(), Message: "waiting for the owner's review on the laptop"})
-			}
-		}
-	}()
-	st, err := f.hub.WaitProposal(wctx, dev, a.ProposalID, wait)
-	stopProgress()
-	<-progressDone
-	if err != nil {
-		var he *hub.Error
-		if errors.As(err, &he) && he.Code == "not_found" {
-			return c.fail(relay.Errorf(relay.CodeNotFound, "%s", he.Message)), nil
-		}
-		if errors.As(err, &he) && he.Code == "invalid_request" {
-			return c.fail(relay.Errorf(relay.CodeInvalidArgs, "%s", he.Message)), nil
-		}
-		f.log.Error("wait for review", "err", err)
-		return c.fail(relay.Errorf(relay.CodeInternal, "the hub could not watch the proposal")), nil
-	}
-	out := map[string]any{"proposal_id": st.ProposalID, "room_id": a.RoomID, "state": st.State}
-	if st.InstanceID != "" {
-		out["instance_id"] = st.InstanceID
-	}
-	if !st.DecidedAt.IsZero() {
-		out["decided_at"] = st.DecidedAt
-	}
-	var text string
-	switch st.State {
-	case "approved":
-		text = fmt.Sprintf("Approved: the app is in the Room's launcher as %s.", st.InstanceID)
-	case "declined":
-		text = "Declined by the owner: nothing was added. Ask the user before proposing again."
-	default:
-		text = fmt.Sprintf("Still pending after %ds: tell the user to approve it on their laptop (`roomrelay review`), then end the turn; do not loop.", int(wait.Seconds()))
-	}
-	return c.ok(out, text), nil
 }
 
 // resolve finds a room's device; for a client bound to one device a room

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // The TypeScript local API client (clients/ts) against a real agent: the
@@ -226,5 +230,55 @@ func TestTSClientProvider(t *testing.T) {
 	dir := needTSClient(t)
 	w := startBinWorld(t, "provider app")
 	w.run(w.devHome, "enable", "--allow", "propose_room_snippet_app", "proj-a")
-	runNodeTest(t, dir, append(w.env(), "ROOMRELAY_TS_APP_PROJECT=proj-a"), filepath.Join("dist", "test", "provider.test.js"))
+	restart := w.serveAgentRestart()
+	runNodeTest(t, dir, append(w.env(), "ROOMRELAY_TS_APP_PROJECT=proj-a", "ROOMRELAY_TS_RESTART_URL="+restart), filepath.Join("dist", "test", "provider.test.js"))
+}
+
+// serveAgentRestart serves, on loopback, a POST that kills the agent
+// (SIGKILL: its discovery file stays behind, naming a dead endpoint) and
+// starts `roomrelay run` again (a new pid and boot id), for the suite's
+// reconnect test; the harness keeps owning the process. It answers once the
+// new agent's discovery file names a new boot id.
+func (w *binWorld) serveAgentRestart() string {
+	w.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var mu sync.Mutex
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(rw, "POST", http.StatusMethodNotAllowed)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		disc := filepath.Join(w.devHome, "config", "localapi.json")
+		before := bootID(disc)
+		_ = w.agent.Process.Kill()
+		_ = w.agent.Wait()
+		w.agent, w.agentLog = w.start(w.devHome, "run", "--no-sandbox")
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if id := bootID(disc); id != "" && id != before {
+				fmt.Fprintf(rw, "%s\n", id)
+				return
+			}
+		}
+		http.Error(rw, "the restarted agent wrote no new localapi.json within 30 s", http.StatusGatewayTimeout)
+	})}
+	go srv.Serve(ln)
+	w.t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String() + "/restart"
+}
+
+// bootID is the boot_id of a discovery file, or "".
+func bootID(path string) string {
+	var v struct {
+		BootID string `json:"boot_id"`
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	return v.BootID
 }

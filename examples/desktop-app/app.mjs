@@ -18,7 +18,7 @@ import {
   LocalAPIClient,
   Provider,
   ProviderError,
-  RoomrelayError,
+  ProviderErrorCodes,
   contentHash,
 } from "@roomrelay/localapi";
 import { RoomsFile } from "./store.mjs";
@@ -36,6 +36,8 @@ const say = (line) => process.stdout.write(line + "\n");
 
 // --- the relay's state and the review queue
 
+// One client for the app's life: made by discover(), it re-reads
+// localapi.json when the agent restarts (and the event stream resumes on it).
 let client;
 async function connectClient() {
   const found = await LocalAPIClient.discover({ ...discoverOpts, client: "rooms-desktop-app/0.1.0" });
@@ -90,12 +92,12 @@ async function approve(id, hash) {
 const handlers = {
   roomsRead({ project, room_id }) {
     const r = store.room(project, room_id);
-    if (!r) throw new ProviderError("not_found", `no room ${room_id}`);
+    if (!r) throw new ProviderError(ProviderErrorCodes.NOT_FOUND, `no room ${room_id}`);
     return { id: r.id, name: r.name, app_count: r.apps.length };
   },
   appsList({ project, room_id, limit, cursor }) {
     const r = store.room(project, room_id);
-    if (!r) throw new ProviderError("not_found", `no room ${room_id}`);
+    if (!r) throw new ProviderError(ProviderErrorCodes.NOT_FOUND, `no room ${room_id}`);
     const start = cursor ? Number(cursor) : 0;
     const page = r.apps.slice(start, start + limit);
     const next = start + limit < r.apps.length ? String(start + limit) : "";
@@ -103,7 +105,7 @@ const handlers = {
   },
   appsStatus({ project, room_id, instance_id }) {
     const a = store.app(project, room_id, instance_id);
-    if (!a) throw new ProviderError("not_found", `no app ${instance_id}`);
+    if (!a) throw new ProviderError(ProviderErrorCodes.NOT_FOUND, `no app ${instance_id}`);
     return {
       instance_id: a.instance_id, name: a.name, source: a.source, launcher: a.launcher,
       review: { state: a.proposal_id ? "approved" : "owner_added", reviewed_at: a.reviewed_at },
@@ -113,7 +115,7 @@ const handlers = {
   },
   appsFiles({ project, room_id, instance_id }) {
     const a = store.app(project, room_id, instance_id);
-    if (!a || a.source !== "snippet") throw new ProviderError("not_found", `no snippet app ${instance_id}`);
+    if (!a || a.source !== "snippet") throw new ProviderError(ProviderErrorCodes.NOT_FOUND, `no snippet app ${instance_id}`);
     return { files: a.files, content_hash: contentHash(a.files) };
   },
   appsInstall(p) {
@@ -135,6 +137,8 @@ const handlers = {
   },
 };
 
+// The provider reconnects on its own, reading localapi.json before every
+// dial: an agent restart (new pid, boot id) needs no loop here.
 const provider = new Provider({
   discover: discoverOpts,
   app: { name: "Rooms desktop app (example)", version: "0.1.0" },
@@ -142,12 +146,22 @@ const provider = new Provider({
   handlers,
   rooms: store.directory(),
 });
-provider.on("connected", (h) => say(`ready: provider connected (protocol ${h.protocol_version}, projects ${(h.projects ?? []).join(",") || "none"})`));
+let bootId;
+provider.on("connected", (h) => {
+  const boot = provider.endpoint?.boot_id;
+  if (bootId && boot && boot !== bootId) say(`provider: the agent restarted (boot ${boot})`);
+  bootId = boot;
+  say(`ready: provider connected (protocol ${h.protocol_version}, projects ${(h.projects ?? []).join(",") || "none"})`);
+});
 provider.on("disconnected", ({ code, reason }) => say(`provider: disconnected (${code}${reason ? " " + reason : ""}); reconnecting`));
 provider.on("replaced", () => say("provider: another window of the app took over"));
 provider.on("not_selected", () => say("provider: the owner's policy uses roomrelay's builtin rooms (add `provider app` to use this app)"));
+// Optional: without an "error" listener the provider still answers a
+// throwing handler with internal and never crashes the app.
+// The agent being away (restarting) is not news: "reconnecting" covers it.
+const away = new Set(["agent_not_running", "no_discovery", "ENOENT", "ECONNREFUSED", "ECONNRESET"]);
 provider.on("error", (err) => {
-  if (!(err instanceof RoomrelayError && err.code === "agent_not_running")) say(`provider: ${err.message}`);
+  if (!away.has(err.code)) say(`provider: ${err.message}`);
 });
 
 // --- live events

@@ -51,7 +51,7 @@ export class RoomsFile {
     const room = this.room(p.project, p.room_id);
     if (!room) return { error: "not_found", message: `no room ${p.room_id}` };
     if (p.kind === "snippet" && contentHash(p.files ?? {}) !== p.content_hash) {
-      return { error: "invalid_args", message: "the files do not hash to the approved content hash" };
+      return { error: "hash_mismatch", message: "the files do not hash to the approved content hash" }; // a refusal: the install ends as failed (INSTALL_ANSWERS)
     }
     const instance_id = p.instance_id || `app_${randomBytes(8).toString("hex")}`;
     room.apps.push({

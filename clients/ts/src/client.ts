@@ -30,26 +30,60 @@ export interface RawResponse {
 }
 
 export class LocalAPIClient {
-  readonly socketPath: string;
+  /** The endpoint in use; a client made by discover() moves it when the agent restarts elsewhere. */
+  socketPath: string;
+  /** The discovery file's contents last read (clients made by discover()). */
+  endpoint?: Endpoint;
+  private readonly discoverOpts?: DiscoverOptions;
   readonly clientName: string;
   readonly timeoutMs: number;
   /** The Roomrelay-Api-Version of the latest answer. */
   apiVersion?: string;
 
-  constructor(opts: ClientOptions) {
+  constructor(opts: ClientOptions & { discover?: DiscoverOptions; endpoint?: Endpoint }) {
     this.socketPath = opts.socketPath;
+    this.discoverOpts = opts.discover;
+    this.endpoint = opts.endpoint;
     this.clientName = opts.client ?? "roomrelay-localapi-ts/0.1.0";
     this.timeoutMs = opts.timeoutMs ?? 30_000;
   }
 
-  /** discover finds the running agent (see discover()) and returns a client for it. */
+  /**
+   * discover finds the running agent (see discover()) and returns a client
+   * for it. That client re-reads the discovery file when the endpoint
+   * refuses a connection (the agent restarted: new pid and boot id, maybe a
+   * new socket) and retries once on the new endpoint, so an app keeps one
+   * client across agent restarts. Only a request that never reached the
+   * agent is retried.
+   */
   static async discover(opts: DiscoverOptions & Omit<ClientOptions, "socketPath"> = {}): Promise<{ client: LocalAPIClient; endpoint: Endpoint }> {
     const endpoint = await discover(opts);
-    return { client: new LocalAPIClient({ ...opts, socketPath: endpoint.path }), endpoint };
+    const d: DiscoverOptions = { home: opts.home, env: opts.env, platform: opts.platform };
+    return { client: new LocalAPIClient({ ...opts, socketPath: endpoint.path, discover: d, endpoint }), endpoint };
   }
 
   /** open starts a request and resolves with the response head; the caller reads the body. */
-  open(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<http.IncomingMessage> {
+  async open(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<http.IncomingMessage> {
+    try {
+      return await this.openOnce(method, path, opts);
+    } catch (err) {
+      // Refused or no socket: the request never reached an agent, so it is
+      // safe to send again once the discovery file names a live endpoint.
+      if (!this.discoverOpts || !(err instanceof AgentNotRunningError) || !isDialRefused(err.cause)) throw err;
+      let ep: Endpoint;
+      try {
+        ep = await discover(this.discoverOpts);
+      } catch {
+        throw err;
+      }
+      if (ep.path === this.socketPath && ep.boot_id === this.endpoint?.boot_id) throw err;
+      this.endpoint = ep;
+      this.socketPath = ep.path;
+      return this.openOnce(method, path, opts);
+    }
+  }
+
+  private openOnce(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; timeoutMs?: number }): Promise<http.IncomingMessage> {
     const payload = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body), "utf8");
     const headers: Record<string, string> = { Accept: "application/json", "Roomrelay-Client": this.clientName, ...opts.headers };
     if (payload) {
@@ -181,6 +215,12 @@ export class LocalAPIClient {
   events(opts: EventStreamOptions = {}): EventStream {
     return new EventStream(this, opts);
   }
+}
+
+/** isDialRefused: the connect itself failed (nothing sent). */
+function isDialRefused(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return code === "ENOENT" || code === "ECONNREFUSED";
 }
 
 function wrapTransport(err: unknown, method: string, path: string): Error {

@@ -1,6 +1,8 @@
-// Finding the running agent: the documented per-OS default endpoint, then
-// the discovery file localapi.json the agent writes in its config dir.
-import { readFile, stat } from "node:fs/promises";
+// Finding the running agent: the discovery file localapi.json the agent
+// writes in its config dir once it listens (and removes when it stops), read
+// afresh each time, since an agent restart changes its pid and boot id and
+// may move the socket.
+import { readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { RoomrelayError } from "./errors.js";
@@ -14,7 +16,7 @@ export interface Endpoint {
   boot_id?: string;
   api?: string;
   version?: string;
-  source: "option" | "default" | "file";
+  source: "option" | "file";
 }
 
 export interface DiscoverOptions {
@@ -38,23 +40,6 @@ export function configDir(opts: DiscoverOptions = {}): string {
   return path.join(xdg, "roomrelay");
 }
 
-/**
- * The documented default socket, or undefined where there is none to guess
- * (Windows: the pipe name carries the user's SID, so the file says it).
- */
-export function defaultSocketPath(opts: DiscoverOptions = {}): string | undefined {
-  const env = opts.env ?? process.env;
-  const home = opts.home ?? env.ROOMRELAY_HOME;
-  const platform = opts.platform ?? process.platform;
-  if (platform === "win32") return undefined;
-  if (home) return path.join(path.resolve(home), "state", "localapi.sock");
-  const userHome = env.HOME || os.homedir();
-  if (platform === "darwin") return path.join(userHome, "Library", "Application Support", "roomrelay", "run", "localapi.sock");
-  if (env.XDG_RUNTIME_DIR && path.isAbsolute(env.XDG_RUNTIME_DIR)) return path.join(env.XDG_RUNTIME_DIR, "roomrelay", "localapi.sock");
-  const state = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(userHome, ".local", "state");
-  return path.join(state, "roomrelay", "localapi.sock");
-}
-
 /** readDiscoveryFile reads localapi.json from the config dir. */
 export async function readDiscoveryFile(opts: DiscoverOptions = {}): Promise<Endpoint> {
   const file = path.join(configDir(opts), "localapi.json");
@@ -68,38 +53,21 @@ export async function readDiscoveryFile(opts: DiscoverOptions = {}): Promise<End
   try {
     v = JSON.parse(raw) as Partial<Endpoint>;
   } catch (err) {
-    throw new RoomrelayError("no_discovery", `${file}: not JSON`, { cause: err });
+    // Retryable: an agent starting up may be writing it.
+    throw new RoomrelayError("no_discovery", `${file}: not JSON`, { retryable: true, cause: err });
   }
   if (typeof v.path !== "string" || v.path === "") throw new RoomrelayError("no_discovery", `${file}: no "path"`);
   return { ...v, transport: v.transport ?? "unix", path: v.path, source: "file" };
 }
 
 /**
- * discover finds the agent's endpoint: with a home, its discovery file
- * (a test or a second agent must never reach the user's default one); else
- * the documented default socket when it exists, then the discovery file.
+ * discover finds the agent's endpoint by reading its discovery file,
+ * localapi.json in the config dir (with a home, `<home>/config/`). It never
+ * guesses a socket path (docs/localapi.md: "do not guess"): the agent may
+ * listen in the runtime dir, the state dir or a hashed temp path, and on
+ * Windows the pipe name carries the user's SID; only the file says which.
+ * A missing file is the agent not running (code no_discovery, retryable).
  */
-export async function discover(opts: DiscoverOptions = {}): Promise<Endpoint> {
-  const env = opts.env ?? process.env;
-  const home = opts.home ?? env.ROOMRELAY_HOME;
-  if (home) {
-    try {
-      return await readDiscoveryFile(opts);
-    } catch (err) {
-      const def = defaultSocketPath(opts);
-      if (def && (await isSocket(def))) return { transport: "unix", path: def, source: "default" };
-      throw err;
-    }
-  }
-  const def = defaultSocketPath(opts);
-  if (def && (await isSocket(def))) return { transport: "unix", path: def, source: "default" };
+export function discover(opts: DiscoverOptions = {}): Promise<Endpoint> {
   return readDiscoveryFile(opts);
-}
-
-async function isSocket(p: string): Promise<boolean> {
-  try {
-    return (await stat(p)).isSocket();
-  } catch {
-    return false;
-  }
 }

@@ -1,5 +1,6 @@
 // @roomrelay/localapi: a desktop app's client of the roomrelay agent.
 export * from "./client.js";
+export * from "./constants.js";
 export * from "./discovery.js";
 export * from "./errors.js";
 export * from "./events.js";

@@ -5,24 +5,27 @@
 // apps.status, apps.files, apps.install and apps.set_build_state, which the
 // app answers through the handlers it supplies, and $/cancelRequest when the
 // cloud caller gave up. The newest provider connection wins: a replaced one
-// (close code 4001) does not reconnect.
+// (close code 4001) does not reconnect. Every other drop is dialled again
+// with backoff, reading the discovery file afresh before each dial, so an
+// agent restart (new pid, boot id, maybe socket) needs nothing from the app.
 import { EventEmitter } from "node:events";
 import net from "node:net";
 import WebSocket from "ws";
 import { API_PREFIX, HOST } from "./client.js";
-import { discover, type DiscoverOptions } from "./discovery.js";
+import { CloseCodes, ProviderErrorCodes } from "./constants.js";
+import { discover, type DiscoverOptions, type Endpoint } from "./discovery.js";
 import { RoomrelayError } from "./errors.js";
 
 export const PROVIDER_SUBPROTOCOL = "roomrelay.provider.v1";
 export const PROVIDER_PROTOCOL_VERSION = 1;
-/** The close code roomrelay uses when a newer provider connection replaced this one. */
-export const CLOSE_REPLACED = 4001;
+/** The close code roomrelay uses when a newer provider connection replaced this one (CloseCodes.REPLACED). */
+export const CLOSE_REPLACED = CloseCodes.REPLACED;
 /** No protocol version in common: dialling again cannot help. */
-export const CLOSE_UNSUPPORTED_VERSION = 4002;
+export const CLOSE_UNSUPPORTED_VERSION = CloseCodes.UNSUPPORTED_VERSION;
 /** A protocol error (no hello in time, binary, bad JSON). */
-export const CLOSE_PROTOCOL_ERROR = 4003;
+export const CLOSE_PROTOCOL_ERROR = CloseCodes.PROTOCOL_ERROR;
 /** The owner's policy selects the builtin provider (`provider builtin`): the app is not used. */
-export const CLOSE_NOT_SELECTED = 4004;
+export const CLOSE_NOT_SELECTED = CloseCodes.NOT_SELECTED;
 /** Requests from roomrelay handled at once; more are refused (roomrelay caps its own side too). */
 const MAX_IN_FLIGHT = 8;
 
@@ -146,10 +149,11 @@ const methods: Record<string, keyof ProviderHandlers> = {
 };
 
 /**
- * A handler's refusal with a code from roomrelay's closed set: not_found
- * (no such room or app), invalid_args (e.g. an apps.install whose files do
- * not hash to its content_hash); anything else counts as internal. The
- * message stays on the device (roomrelay logs it, never forwards it).
+ * A handler's refusal with a code (ProviderErrorCodes): not_found (no such
+ * room or app), invalid_args, hash_mismatch (an apps.install whose files do
+ * not hash to its content_hash), busy; what each does to an install is
+ * INSTALL_ANSWERS. The message stays on the device (roomrelay logs it,
+ * never forwards it).
  */
 export class ProviderError extends Error {
   constructor(
@@ -170,8 +174,14 @@ export interface HelloResult {
 }
 
 export interface ProviderOptions {
-  /** The endpoint; without it the provider discovers the agent before every dial. */
+  /**
+   * A fixed endpoint (tests). Without it, the usual way, the provider reads
+   * the discovery file (localapi.json) before every dial, each reconnect
+   * included: an agent restart moves its pid and boot id, and may move the
+   * socket.
+   */
   socketPath?: string;
+  /** Where the discovery file is (a roomrelay home, the environment). */
   discover?: DiscoverOptions;
   app: { name: string; version: string };
   capabilities?: { install?: boolean; files?: boolean; build_state?: boolean; notifications?: boolean };
@@ -191,9 +201,14 @@ interface Pending {
 }
 
 /**
- * Provider keeps the app registered with the local agent. Events:
- * "connected" (HelloResult), "disconnected" ({code, reason}), "replaced",
- * "error" (Error), "request" ({method, params}) before each handler runs.
+ * Provider keeps the app registered with the local agent, reconnecting on
+ * its own. Events: "connected" (HelloResult; `endpoint` is then the
+ * discovery file's contents it dialled), "disconnected" ({code, reason}),
+ * "reconnecting" ({delayMs, error}), "replaced", "not_selected",
+ * "request" ({method, params}) before each handler runs, and "error"
+ * (Error) for what the app may want to log: emitted only when someone
+ * listens, so an app without an "error" listener is never crashed by one
+ * (a handler that throws is answered with code internal).
  */
 export class Provider extends EventEmitter {
   private ws?: WebSocket;
@@ -206,6 +221,8 @@ export class Provider extends EventEmitter {
   private timer?: NodeJS.Timeout;
   /** The latest hello answer while connected. */
   hello?: HelloResult;
+  /** The endpoint of the latest dial (from the discovery file, or socketPath). */
+  endpoint?: Endpoint;
 
   constructor(private readonly opts: ProviderOptions) {
     super();
@@ -264,13 +281,16 @@ export class Provider extends EventEmitter {
 
   private async dial(): Promise<void> {
     if (this.stopped) return;
-    let socketPath = this.opts.socketPath;
+    let ep: Endpoint;
     try {
-      socketPath ??= (await discover(this.opts.discover)).path;
+      ep = this.opts.socketPath !== undefined ? { transport: "unix", path: this.opts.socketPath, source: "option" } : await discover(this.opts.discover);
     } catch (err) {
       this.retry(err as Error);
       return;
     }
+    if (this.stopped) return;
+    this.endpoint = ep;
+    const socketPath = ep.path;
     const ws = new WebSocket(`ws://${HOST}${API_PREFIX}/provider`, PROVIDER_SUBPROTOCOL, {
       createConnection: () => net.connect(socketPath),
       perMessageDeflate: false,
@@ -285,15 +305,13 @@ export class Provider extends EventEmitter {
       const e = new RoomrelayError(res.statusCode === 403 ? "forbidden" : "bad_response", `provider: the agent answered HTTP ${res.statusCode} to the websocket upgrade`, { status: res.statusCode, retryable: (res.statusCode ?? 0) >= 500 });
       res.resume();
       ws.terminate();
-      this.emit("error", e);
+      this.report(e);
       if (!e.retryable) {
         this.stopped = true;
         this.emit("fatal", e);
       }
     });
-    ws.on("error", (err) => {
-      if (this.listenerCount("error") > 0) this.emit("error", err);
-    });
+    ws.on("error", (err) => this.report(err));
     ws.on("close", (code, reason) => this.onClose(ws, code, reason.toString()));
   }
 
@@ -313,7 +331,7 @@ export class Provider extends EventEmitter {
       this.notify("rooms.changed", { rooms: this.rooms });
       this.emit("connected", hello);
     } catch (err) {
-      this.emit("error", err);
+      this.report(err);
       ws.close(1002, "hello failed");
     }
   }
@@ -388,10 +406,12 @@ export class Provider extends EventEmitter {
       if (!ac.signal.aborted) this.send({ jsonrpc: "2.0", id, result: result ?? {} });
     } catch (err) {
       if (ac.signal.aborted && !(err instanceof ProviderError)) return; // canceled: roomrelay no longer waits
-      const code = err instanceof ProviderError ? err.code : "internal";
+      const code = err instanceof ProviderError ? err.code : ProviderErrorCodes.INTERNAL;
       const message = err instanceof ProviderError ? err.message : "the app failed to answer";
-      if (!(err instanceof ProviderError)) this.emit("error", err);
+      // Answer first: roomrelay must not wait for a deadline because the
+      // app's own logging threw.
       this.send({ jsonrpc: "2.0", id, error: { code: -32000, message, data: { code } } });
+      if (!(err instanceof ProviderError)) this.report(err instanceof Error ? err : new Error(`a ${method} handler threw ${String(err)}`));
     } finally {
       clearTimeout(timer);
       this.inFlight.delete(key);
@@ -433,8 +453,15 @@ export class Provider extends EventEmitter {
       return;
     }
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.dial(), this.backoff);
+    const delayMs = this.backoff;
+    this.timer = setTimeout(() => void this.dial(), delayMs);
     this.backoff = Math.min(this.backoff * 2, this.opts.maxBackoffMs ?? 5000);
+    this.emit("reconnecting", { delayMs, error: err });
+  }
+
+  /** report emits "error" only where someone listens: an EventEmitter throws an unheard one, which would crash the app. */
+  private report(err: unknown): void {
+    if (this.listenerCount("error") > 0) this.emit("error", err);
   }
 }
 

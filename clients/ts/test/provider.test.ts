@@ -7,6 +7,7 @@ import {
   LocalAPIClient,
   Provider,
   ProviderError,
+  ProviderErrorCodes,
   contentHash,
   discover,
   type AppsInstallParams,
@@ -39,7 +40,7 @@ function appHandlers(log: Log, extra: Partial<ProviderHandlers> = {}): ProviderH
     },
     appsInstall(p) {
       log.installs.push(p);
-      if (contentHash(p.files ?? {}) !== p.content_hash) throw new ProviderError("invalid_args", "hash mismatch");
+      if (contentHash(p.files ?? {}) !== p.content_hash) throw new ProviderError(ProviderErrorCodes.HASH_MISMATCH, "hash mismatch");
       installed.set(p.proposal_id, p.instance_id);
       return { instance_id: p.instance_id };
     },
@@ -159,4 +160,69 @@ test("the newest provider wins; a slow request is canceled at its deadline", { s
   await eventually("$/cancelRequest reached the handler", () => canceled.length > 0);
   await second.close();
   await first.close();
+});
+
+test("a handler that throws is answered internal; without an error listener the app lives on", { skip }, async () => {
+  const ww = w!;
+  const throwing: Partial<ProviderHandlers> = {
+    roomsRead() {
+      throw new TypeError("a bug in the app's handler");
+    },
+  };
+  // No "error" listener: an unheard "error" event would throw out of the
+  // emitter and crash this process (and fail the whole suite).
+  const p = track(new Provider({ discover: { home: ww.home }, app: { name: "throwing-app", version: "1" }, handlers: appHandlers({ reads: [], installs: [], canceled: [] }, throwing), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }] }));
+  await p.start();
+  assert.equal(p.listenerCount("error"), 0);
+  const r = await hubCall(ww, "read_room", ww.appProject!, { room_id: ROOM });
+  assert.equal(r.error?.code, "internal", `the cloud sees internal: ${JSON.stringify(r)}`);
+  assert.ok(!JSON.stringify(r).includes("a bug in the app"), "the app's message stays on the device");
+  assert.ok(p.connected, "the provider is still connected");
+  // With a listener, the app hears about it.
+  const heard: unknown[] = [];
+  p.on("error", (e) => heard.push(e));
+  const r2 = await hubCall(ww, "read_room", ww.appProject!, { room_id: ROOM });
+  assert.equal(r2.error?.code, "internal");
+  await eventually("the error reached the listener", () => heard.length > 0);
+  assert.ok(heard[0] instanceof TypeError && heard[0].message === "a bug in the app's handler", String(heard[0]));
+  await p.close();
+});
+
+test("the agent restarts (new pid and boot id): the provider re-reads the discovery file and reconnects on its own", { skip }, async () => {
+  const ww = w!;
+  const restartURL = process.env.ROOMRELAY_TS_RESTART_URL;
+  assert.ok(restartURL, "the harness serves ROOMRELAY_TS_RESTART_URL");
+  const log: Log = { reads: [], installs: [], canceled: [] };
+  const p = track(new Provider({ discover: { home: ww.home }, app: { name: "restart-app", version: "1" }, handlers: appHandlers(log), rooms: [{ id: ROOM, project: ww.appProject!, name: "App's room" }], maxBackoffMs: 500 }));
+  const hellos: unknown[] = [];
+  p.on("connected", (h) => hellos.push(h));
+  const disconnects: Array<{ code: number }> = [];
+  p.on("disconnected", (d) => disconnects.push(d));
+  await p.start();
+  const before = p.endpoint;
+  assert.equal(before?.source, "file", "dialled from the discovery file");
+  assert.ok(before?.boot_id && before.pid, `the endpoint names the agent: ${JSON.stringify(before)}`);
+  const { client: c } = await LocalAPIClient.discover({ home: ww.home });
+  // Kill -9 the agent and start it again (the harness owns the process).
+  const res = await fetch(restartURL!, { method: "POST" });
+  const newBoot = (await res.text()).trim();
+  assert.equal(res.status, 200, newBoot);
+  assert.notEqual(newBoot, before!.boot_id);
+  await eventually("the provider reconnected to the new agent", () => hellos.length >= 2 && p.connected, 30_000);
+  assert.ok(disconnects.length >= 1, "it saw the drop");
+  assert.equal(p.endpoint?.boot_id, newBoot, "the endpoint was read afresh: the new boot id");
+  assert.notEqual(p.endpoint?.pid, before!.pid, "and the new pid");
+  // The cloud reaches the app's room again, and the same LocalAPIClient
+  // talks to the new agent.
+  const r = await eventually("read_room answered by the app after the restart", async () => {
+    const r = await hubCall(ww, "read_room", ww.appProject!, { room_id: ROOM });
+    return r.ok ? r : undefined;
+  }, 30_000);
+  assert.equal((r.result as { name?: string }).name, "App's room");
+  const st = await eventually("status from the new agent", async () => {
+    const s = await c.status();
+    return s.provider.connected ? s : undefined;
+  });
+  assert.equal(st.provider.app, "restart-app");
+  await p.close();
 });

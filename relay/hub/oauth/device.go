@@ -22,15 +22,28 @@ var (
 	errDecided = &hub.Error{Status: http.StatusConflict, Code: apiConflict, Message: "this request was already decided"}
 )
 
-// pendingByCode finds the request a user code names.
-func (s *Server) pendingByCode(r *http.Request) (*pendingRec, uint64, error) {
+// pendingByCode finds the request a user code names, for dev: within the
+// bounds on guessing (guess.go).
+func (s *Server) pendingByCode(r *http.Request, dev *hubapi.DeviceSelf) (*pendingRec, uint64, error) {
+	if err := s.guesses.allow(dev.DeviceID); err != nil {
+		s.m.deviceGuesses.WithLabelValues("device_limited").Inc()
+		return nil, 0, err
+	}
 	code, ok := normalizeUserCode(r.PathValue("code"))
 	if !ok {
+		s.guesses.miss(dev.DeviceID, "")
 		return nil, 0, errUnknownCode
+	}
+	if s.guesses.dead(code) {
+		s.guesses.miss(dev.DeviceID, code)
+		s.m.deviceGuesses.WithLabelValues("code_dead").Inc()
+		return nil, 0, errCodeGuessed
 	}
 	uk := userCodeKey(code)
 	e, err := s.st.Get(r.Context(), uk.t, uk.k)
 	if notFound(err) {
+		s.guesses.miss(dev.DeviceID, code)
+		s.m.deviceGuesses.WithLabelValues("unknown").Inc()
 		return nil, 0, errUnknownCode
 	}
 	if err != nil {
@@ -50,7 +63,7 @@ func (s *Server) pendingByCode(r *http.Request) (*pendingRec, uint64, error) {
 }
 
 func (s *Server) handleDeviceGet(w http.ResponseWriter, r *http.Request, dev *hubapi.DeviceSelf) error {
-	p, _, err := s.pendingByCode(r)
+	p, _, err := s.pendingByCode(r, dev)
 	if err != nil {
 		return err
 	}
@@ -73,7 +86,7 @@ func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request, dev *h
 	if err := json.NewDecoder(io.LimitReader(r.Body, 4<<10)).Decode(&d); err != nil {
 		return &hub.Error{Status: http.StatusBadRequest, Code: apiInvalidRequest, Message: `the body must be {"approve":true|false,"project":"P","scope":"read|write"}`}
 	}
-	p, rev, err := s.pendingByCode(r)
+	p, rev, err := s.pendingByCode(r, dev)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ type metrics struct {
 	authorizations *prometheus.CounterVec // outcome
 	tokens         *prometheus.CounterVec // grant_type, outcome
 	revocations    prometheus.Counter
+	deviceGuesses  *prometheus.CounterVec // outcome
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,6 +30,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomrelay_hub_oauth_grants_revoked_total",
 			Help: "OAuth grants this node revoked (admin, RFC 7009, code replay, refresh reuse, forgotten client).",
 		}),
+		deviceGuesses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomrelay_hub_oauth_device_code_misses_total",
+			Help: "Device-approval lookups refused on this node, by outcome (unknown: no such code, device_limited: the device gave too many unknown codes, code_dead: too many wrong tries against the code).",
+		}, []string{"outcome"}),
 	}
 	for _, g := range []string{"authorization_code", "refresh_token"} {
 		m.tokens.WithLabelValues(g, "ok")
@@ -37,6 +42,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.registrations.WithLabelValues("ok")
 	m.authorizations.WithLabelValues("approved_approver")
 	m.authorizations.WithLabelValues("approved_device")
-	reg.MustRegister(m.registrations, m.authorizations, m.tokens, m.revocations)
+	for _, o := range []string{"unknown", "device_limited", "code_dead"} {
+		m.deviceGuesses.WithLabelValues(o)
+	}
+	reg.MustRegister(m.registrations, m.authorizations, m.tokens, m.revocations, m.deviceGuesses)
 	return m
 }

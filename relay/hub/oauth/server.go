@@ -141,6 +141,7 @@ type Server struct {
 	logs     *logLimiter  // lines a stranger's request can cause
 	m        *metrics
 	cimd     *cimdFetcher // nil: CIMD off
+	guesses  *guessGuard  // device-approval code guessing (guess.go)
 }
 
 // New checks cfg and returns the server; Mount serves it.
@@ -195,7 +196,8 @@ func New(cfg Config) (*Server, error) {
 		revLim:   newRateLimiter(revokePerPrefix, time.Minute, cfg.Now),
 		tokLim:   newRateLimiter(tokenPerPrefix, time.Minute, cfg.Now),
 		grantLim: newRateLimiter(tokenPerGrant, time.Minute, cfg.Now),
-		authLim:  newRateLimiter(authorizePerPrefx, time.Minute, cfg.Now)}
+		authLim:  newRateLimiter(authorizePerPrefx, time.Minute, cfg.Now),
+		guesses:  newGuessGuard(cfg.Now, cfg.RequestTTL)}
 	s.logs = newLogLimiter(s.log, 20, time.Minute, cfg.Now)
 	s.m = newMetrics(cfg.Hub.Registerer())
 	if len(cfg.CIMDHosts) > 0 {

@@ -46,6 +46,9 @@ type Agent struct {
 	log     *slog.Logger
 	clock   Clock
 	outbox  *outbox
+	// stateSent is when each state event kind was last sent (StatePace);
+	// only the session loop (serve, one at a time) uses it.
+	stateSent map[string]time.Time
 
 	hmu      sync.RWMutex
 	handlers map[string]Handler
@@ -138,7 +141,9 @@ func (a *Agent) Status() Status {
 // directory and sent in order as soon as the agent is online, so an event
 // (e.g. an approval) survives the hub being unreachable and an agent
 // restart. It returns once the event is durably queued; ErrOutboxFull if the
-// agent was offline so long that the queue filled up.
+// agent was offline so long that the queue filled up. A state event
+// (StateEvents) replaces the queued one of its kind, is never refused, and
+// each kind goes at most once per StatePace, so local churn sends little.
 func (a *Agent) SendEvent(ctx context.Context, ev relay.Event) error {
 	if ev.Event == "" {
 		return errors.New("agent: event has no name")

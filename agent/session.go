@@ -186,11 +186,28 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 		return sessionEnd{kind: endDrainClosed, err: end.err, after: max(drainBy.Sub(a.clock.Now()), 0)}
 	}
 
+	var paced Timer // set while a state event waits for its pace
+	defer func() {
+		if paced != nil {
+			paced.Stop()
+		}
+	}()
 	for {
-		if err := a.flushOutbox(s); err != nil {
+		next, err := a.flushOutbox(s)
+		if err != nil {
 			return sessionEnd{kind: endError, err: fmt.Errorf("send queued events: %w", err)}
 		}
+		if paced != nil {
+			paced.Stop()
+			paced = nil
+		}
+		var pacedC <-chan time.Time
+		if !next.IsZero() {
+			paced = a.clock.NewTimer(max(next.Sub(a.clock.Now()), 0))
+			pacedC = paced.C()
+		}
 		select {
+		case <-pacedC:
 		case <-ctx.Done():
 			// Let running commands answer over this socket, then close cleanly.
 			a.cmds.waitIdle(a.cmds.beginStopping())
@@ -235,33 +252,46 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 }
 
 // flushOutbox sends queued events in order, dropping each batch from the
-// persisted queue only after it was written.
-func (a *Agent) flushOutbox(s *session) error {
+// persisted queue only after it was written. A state event whose kind was
+// sent less than StatePace ago stays queued (a newer one of its kind
+// replaces it there); flushOutbox returns when the first of those may go
+// (zero if none waits).
+func (a *Agent) flushOutbox(s *session) (time.Time, error) {
+	held := func(kind string) (time.Time, bool) {
+		until := a.stateSent[kind].Add(StatePace)
+		return until, a.clock.Now().Before(until)
+	}
 	for {
-		batch := a.outbox.peek(32)
+		batch, next := a.outbox.ready(32, held)
 		if len(batch) == 0 {
-			return nil
+			return next, nil
 		}
-		sent := 0
+		var sent []uint64
 		var err error
 		for i := range batch {
 			var b []byte
-			if b, err = relay.Encode(&batch[i]); err != nil {
+			if b, err = relay.Encode(&batch[i].ev); err != nil {
 				break
 			}
 			if err = s.sendWait(b); err != nil {
 				break
 			}
-			sent++
+			sent = append(sent, batch[i].id)
+			if kind := batch[i].ev.Event; StateEvents[kind] {
+				if a.stateSent == nil {
+					a.stateSent = map[string]time.Time{}
+				}
+				a.stateSent[kind] = a.clock.Now()
+			}
 		}
-		if sent > 0 {
-			if derr := a.outbox.drop(sent); derr != nil {
+		if len(sent) > 0 {
+			if derr := a.outbox.remove(sent); derr != nil {
 				a.log.Warn("sent events stay queued and may be sent again", "err", derr)
 			}
 			a.setCounts(func(st *Status) { st.QueuedEvents = a.outbox.len() })
 		}
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
 }

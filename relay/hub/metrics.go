@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,7 +37,22 @@ type metrics struct {
 	connectReads   *prometheus.CounterVec   // source
 	copyLoads      *prometheus.CounterVec   // bucket
 	staleReads     *prometheus.CounterVec   // bucket
+	events         *prometheus.CounterVec   // kind, handling
 }
+
+// eventKinds are the event kinds the events metric names; any other kind
+// counts as "other", so a device cannot grow the series.
+var eventKinds = []string{relay.EventRoomsChanged, relay.EventPolicyChanged, relay.EventProviderChanged,
+	relay.EventAuditHead, relay.EventProposalDecided, relay.EventSleeping, "other"}
+
+// How the hub handled an agent's event (session_events.go).
+const (
+	evApplied  = "applied"  // applied on arrival
+	evWaited   = "waited"   // past the budget: kept to apply later, the newest of its kind
+	evReplaced = "replaced" // arrived while one of its kind waited, and took its place
+	evSlowed   = "slowed"   // past the budget: the reader waited for the budget, then applied it
+	evDropped  = "dropped"  // too large, or past the budget and of a kind the hub does not use
+)
 
 // commandBuckets span a local round trip (under a millisecond) to
 // MaxCommandTimeout.
@@ -83,6 +99,10 @@ func newMetrics(h *Hub) *metrics {
 			Name: "roomrelay_hub_bucket_copy_loads_total",
 			Help: "Times this node loaded its in-memory copy of a bucket (rr_devices, rr_rooms) from a new watch: once at start, then after each NATS reconnect.",
 		}, []string{"bucket"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomrelay_hub_events_total",
+			Help: "Agents' events on this node, by kind and how the hub handled them: applied, waited (past the event budget; the newest of its kind applied later), replaced (arrived while one of its kind waited and took its place), slowed (the reader waited for the budget), dropped.",
+		}, []string{"kind", "handling"}),
 		staleReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomrelay_hub_kv_stale_reads_total",
 			Help: "Reads of a replicated bucket that a replica answered \"not found\" and the stream leader found (a write from another node not yet applied there), by bucket.",
@@ -100,7 +120,7 @@ func newMetrics(h *Hub) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads, m.staleReads,
+		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads, m.staleReads, m.events,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_mirrored_devices",
 			Help: "Device records in this node's mirror of rr_devices (it starts empty with each new watch and fills as the watch loads).",
@@ -156,6 +176,14 @@ func (h *Hub) readyConn() *nats.Conn {
 }
 
 func (m *metrics) sessionOpened() { m.sessionsOpened.Inc() }
+
+// event counts one agent event by kind (a closed set) and handling.
+func (m *metrics) event(kind, handling string) {
+	if !slices.Contains(eventKinds, kind) {
+		kind = "other"
+	}
+	m.events.WithLabelValues(kind, handling).Inc()
+}
 
 func (m *metrics) connectRead(source string) { m.connectReads.WithLabelValues(source).Inc() }
 

@@ -43,6 +43,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 	}
 	if len(ev.Data) > limit {
 		s.log().Warn("event too large; dropped", "event", truncate(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
+		s.h.metrics.event(ev.Event, evDropped)
 		return
 	}
 	if latestWins[ev.Event] {
@@ -51,17 +52,22 @@ func (s *session) handleEvent(ev *relay.Event) {
 		if s.deferEvent(ev) {
 			return
 		}
+		s.h.metrics.event(ev.Event, evApplied)
 		s.applyEvent(ev)
 		return
 	}
 	if !s.takeEvent() {
 		if !waitedFor[ev.Event] {
 			s.log().Debug("event rate exceeded; dropped an event the hub does not use", "event", truncate(ev.Event, 64))
+			s.h.metrics.event(ev.Event, evDropped)
 			return
 		}
 		if !s.waitEvent() {
 			return // the session is ending
 		}
+		s.h.metrics.event(ev.Event, evSlowed)
+	} else {
+		s.h.metrics.event(ev.Event, evApplied)
 	}
 	s.evApply.Lock()
 	defer s.evApply.Unlock()
@@ -125,6 +131,7 @@ func (s *session) deferEvent(ev *relay.Event) bool {
 	for i := range s.evWaiting {
 		if s.evWaiting[i].Event == ev.Event {
 			s.evWaiting[i] = *ev
+			s.h.metrics.event(ev.Event, evReplaced)
 			return true
 		}
 	}
@@ -135,6 +142,7 @@ func (s *session) deferEvent(ev *relay.Event) bool {
 		return true // the session ends; the next hello carries the state
 	}
 	s.evWaiting = append(s.evWaiting, *ev)
+	s.h.metrics.event(ev.Event, evWaited)
 	if s.evTimer == nil {
 		s.log().Info("event rate exceeded; keeping the newest event of each kind for later", "event", ev.Event)
 		s.evTimer = time.AfterFunc(s.tokenWaitLocked(), s.applyWaiting)

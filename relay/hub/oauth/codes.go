@@ -3,6 +3,7 @@ package oauth
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/roomrelay/roomrelay/relay/hub"
 )
@@ -31,6 +32,7 @@ type oauthErr struct {
 	status int
 	code   errCode
 	desc   string
+	wait   time.Duration // a 429's Retry-After
 }
 
 func (e *oauthErr) Error() string { return string(e.code) + ": " + e.desc }

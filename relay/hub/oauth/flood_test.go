@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/url"
@@ -126,5 +127,52 @@ func TestRevokeFloodWritesNothing(t *testing.T) {
 	}
 	if s := ta.mcpStatus(tok["access_token"].(string)); s != 401 {
 		t.Errorf("after the known user's revocation: %d", s)
+	}
+}
+
+// TestRefreshFloodBounded (#29.4): one signed-in client refreshing in a
+// loop (each time with its newest token) is held to its grant's rate;
+// strangers' token requests are held per client prefix; what the store
+// keeps stays bounded and another client still signs in.
+func TestRefreshFloodBounded(t *testing.T) {
+	ta := startAS(t, nil)
+	client, tok := ta.fullFlow("read")
+	before := ta.bucketBytes(tokensBucket)
+	c := fromAddr(t, "127.0.0.3")
+	rt := tok["refresh_token"].(string)
+	byStatus := map[int]int{}
+	start := time.Now()
+	n := 0
+	for ; n < 3000 && time.Since(start) < 15*time.Second; n++ {
+		r, err := c.Do(formPost(ta.url+PathToken, url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {rt}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&out)
+		r.Body.Close()
+		byStatus[r.StatusCode]++
+		if r.StatusCode == 200 {
+			rt = out["refresh_token"].(string)
+		}
+	}
+	took := time.Since(start)
+	after := ta.bucketBytes(tokensBucket)
+	t.Logf("refresh flood: %d refreshes in %v (%v), the tokens bucket %d -> %d bytes (+%d)",
+		n, took.Round(time.Millisecond), byStatus, before, after, int64(after)-int64(before))
+	if byStatus[200] > tokenPerGrant*(int(took/time.Minute)+1) {
+		t.Errorf("%d refreshes of one grant succeeded in %v, want at most %d a minute", byStatus[200], took, tokenPerGrant)
+	}
+	// Strangers' token requests, from yet another address: held per prefix.
+	res := flood(t, fromAddr(t, "127.0.0.2"), 3000, 15*time.Second, func(int) *http.Request {
+		return formPost(ta.url+PathToken, url.Values{"grant_type": {"refresh_token"}, "client_id": {"rrcl-x"}, "refresh_token": {newSecret(PrefixRefresh)}})
+	})
+	t.Logf("token flood (strangers): %d requests in %v (%v)", res.sent, res.took.Round(time.Millisecond), res.byStatus)
+	if res.byStatus[http.StatusTooManyRequests] == 0 || res.byStatus[http.StatusBadRequest] > tokenPerPrefix*(int(res.took/time.Minute)+1) {
+		t.Errorf("the token endpoint was not limited per client prefix: %v", res.byStatus)
+	}
+	// Another client signs in, from the test's own address.
+	if _, tok2 := ta.fullFlow("read"); ta.mcpStatus(tok2["access_token"].(string)) == 401 {
+		t.Fatal("another client's sign-in after the floods")
 	}
 }

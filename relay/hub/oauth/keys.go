@@ -11,6 +11,7 @@ package oauth
 //	grants     g.<grant id>            grantRec
 //	tokens     a.<hash(access)>        accessRec
 //	           f.<hash(refresh)>       refreshRec
+//	           x.<hash(refresh)>       refreshRec of a rotated token, for its grace only
 //	approvers  a.<approver id>         approverRec
 //	sessions   s.<hash(session)>       sessionRec
 
@@ -24,6 +25,7 @@ func accessKey(tok string) key        { return accessKeyOf(hashSecret("access", 
 func refreshKey(tok string) key       { return refreshKeyOf(hashSecret("refresh", tok)) }
 func accessKeyOf(hash string) key     { return key{TableTokens, "a." + hash} }
 func refreshKeyOf(hash string) key    { return key{TableTokens, "f." + hash} }
+func rotatedKeyOf(hash string) key    { return key{TableTokens, "x." + hash} }
 func approverKey(id string) key       { return key{TableApprovers, "a." + id} }
 func sessionKey(tok string) key       { return key{TableSessions, "s." + hashSecret("session", tok)} }
 func userCodeHash(code string) string { return hashSecret("user-code", code) }

@@ -237,3 +237,40 @@ func TestCutKeepsUTF8(t *testing.T) {
 		t.Fatalf("a short value: %q", got)
 	}
 }
+
+// TestMemRotatedRecordLivesOnlyItsGrace (#29.4): a rotated refresh
+// token's record lives no longer than its reuse grace (it lived the
+// bucket's 90 days); a reuse after the grace still revokes the grant.
+func TestMemRotatedRecordLivesOnlyItsGrace(t *testing.T) {
+	m := newMemAS(t, func(c *Config) { c.RefreshGrace = time.Minute })
+	ctx := t.Context()
+	tok, err := m.exchange("rrcl-a", m.code("rrcl-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := m.s.refresh(ctx, "rrcl-a", tok.RefreshToken, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.s.VerifyAccess(ctx, r1.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.clock.advance(time.Minute + time.Second)
+	keys, _ := m.st.Keys(ctx, TableTokens, "")
+	var refresh []string
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "a.") {
+			refresh = append(refresh, k)
+		}
+	}
+	if len(refresh) != 1 || refresh[0] != refreshKey(r1.RefreshToken).k {
+		t.Fatalf("after the grace the tokens table holds %v, want only the live refresh token", refresh)
+	}
+	if _, err := m.s.refresh(ctx, "rrcl-a", tok.RefreshToken, "", ""); oauthCode(err) != codeInvalidGrant {
+		t.Fatalf("a reuse after the grace: %v", err)
+	}
+	if g := m.grant(c.TokenID); !g.Revoked {
+		t.Fatal("a reuse after the grace (its record gone) did not revoke the grant")
+	}
+}

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -320,6 +321,9 @@ func (s *Server) writeOAuthErr(w http.ResponseWriter, r *http.Request, err error
 	var oe *oauthErr
 	if errors.As(err, &oe) {
 		w.Header().Set("Pragma", "no-cache")
+		if oe.status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(int(oe.wait/time.Second)+1))
+		}
 		if oe.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Basic realm="roomrelay"`)
 		}

@@ -91,6 +91,7 @@ type grantRec struct {
 	RevokedWhy  string    `json:"revoked_why,omitempty"`
 	Access      []string  `json:"access,omitempty"`  // key suffixes of live access tokens, newest last
 	Refresh     []string  `json:"refresh,omitempty"` // same for refresh tokens
+	Rotated     []string  `json:"rotated,omitempty"` // hashes of the last rotated refresh tokens: a late reuse revokes
 }
 
 func (g *grantRec) view() hubapi.OAuthGrant {

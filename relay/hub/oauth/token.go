@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -27,6 +28,11 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if ok, wait := s.tokLim.take(hub.ClientPrefix(s.hub.ClientAddr(r))); !ok {
+		s.m.tokens.WithLabelValues("other", string(codeRateLimited)).Inc()
+		s.rateLimited(w, wait, fmt.Sprintf("more than %d token requests a minute from this network (client prefix); retry later", tokenPerPrefix))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
@@ -154,12 +160,13 @@ func pkceS256(verifier string) string {
 // the response and the two key suffixes.
 func (s *Server) mint(ctx context.Context, g *grantRec, scope string) (*tokenResponse, string, string, error) {
 	now := s.cfg.Now().UTC()
-	at, rt := newSecret(PrefixAccess), newSecret(PrefixRefresh)
+	at, rt := newSecret(PrefixAccess), newRefreshToken(g.ID)
 	ah, rh := hashSecret("access", at), hashSecret("refresh", rt)
-	if err := createRec(ctx, s.st, accessKeyOf(ah), accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)}, 0); err != nil {
+	// Each record lives as long as its token, not the bucket's 90 days.
+	if err := createRec(ctx, s.st, accessKeyOf(ah), accessRec{Grant: g.ID, Scope: scope, Audience: s.resource, ExpiresAt: now.Add(s.cfg.AccessTTL)}, s.cfg.AccessTTL); err != nil {
 		return nil, "", "", unavailable("store the token", err)
 	}
-	if err := createRec(ctx, s.st, refreshKeyOf(rh), refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)}, 0); err != nil {
+	if err := createRec(ctx, s.st, refreshKeyOf(rh), refreshRec{Grant: g.ID, Scope: scope, IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTTL)}, s.cfg.RefreshTTL); err != nil {
 		return nil, "", "", unavailable("store the token", err)
 	}
 	return &tokenResponse{AccessToken: at, TokenType: "Bearer", ExpiresIn: int64(s.cfg.AccessTTL / time.Second),
@@ -168,7 +175,10 @@ func (s *Server) mint(ctx context.Context, g *grantRec, scope string) (*tokenRes
 
 // refresh rotates a refresh token: the old one works again only within
 // the grace (clients race their own refreshes); a reuse after it revokes
-// the grant. The scope may narrow, never widen.
+// the grant. The scope may narrow, never widen. A rotated token's record
+// lives only its grace (#29.4): the rotation deletes it and leaves a
+// marker (x.) that expires with the grace; a reuse after that is known by
+// the grant's list of its last rotated tokens.
 func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resource string) (*tokenResponse, error) {
 	if !strings.HasPrefix(token, PrefixRefresh) || len(token) > 100 {
 		return nil, bad(codeInvalidGrant, "the refresh token is not valid")
@@ -176,16 +186,16 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 	if resource != "" && !s.isResource(resource) {
 		return nil, bad(codeInvalidTarget, "this server issues tokens only for the resource %s", s.resource)
 	}
-	rk := refreshKey(token)
+	hash := hashSecret("refresh", token)
 	now := s.cfg.Now().UTC()
 	// Every check comes before the rotation: a refused request (another
 	// client, a wider scope) must not spend the token.
-	rec, rev, err := getRec[refreshRec](ctx, s.st, rk)
+	rec, rev, err := getRec[refreshRec](ctx, s.st, refreshKeyOf(hash))
 	if notFound(err) {
-		return nil, bad(codeInvalidGrant, "the refresh token is unknown, expired or revoked")
+		rec, rev, err = s.rotatedRefresh(ctx, token, hash)
 	}
 	if err != nil {
-		return nil, unavailable("read the refresh token", err)
+		return nil, err
 	}
 	if now.After(rec.ExpiresAt) {
 		return nil, bad(codeInvalidGrant, "the refresh token expired; authorize again")
@@ -221,28 +231,33 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 			return nil, err
 		}
 	}
-	// Rotate: the first use marks the token; a use of a marked token is a
+	if ok, wait := s.grantLim.take(g.ID); !ok {
+		return nil, &oauthErr{status: http.StatusTooManyRequests, code: codeRateLimited, wait: wait,
+			desc: fmt.Sprintf("this grant refreshed more than %d times a minute; retry later", tokenPerGrant)}
+	}
+	// Rotate: the first use claims the rotation (an exclusive create of
+	// the marker) and deletes the record; a use of a rotated token is a
 	// reuse, fine within the grace, a theft signal after it.
-	for rec.RotatedAt.IsZero() {
-		rec.RotatedAt = now
-		err := putRec(ctx, s.st, rk, rec, rev)
-		if err == nil {
-			rec.RotatedAt = time.Time{} // this call rotated it
-			break
-		}
-		if !isConflict(err) {
+	rotated := ""
+	if rec.RotatedAt.IsZero() {
+		err := createRec(ctx, s.st, rotatedKeyOf(hash), refreshRec{Grant: rec.Grant, Scope: rec.Scope, IssuedAt: rec.IssuedAt,
+			ExpiresAt: rec.ExpiresAt, RotatedAt: now}, s.cfg.RefreshGrace)
+		switch {
+		case err == nil:
+			rotated = hash
+			_ = del(context.WithoutCancel(ctx), s.st, refreshKeyOf(hash), rev)
+		case isConflict(err): // rotated concurrently
+			x, _, err := getRec[refreshRec](ctx, s.st, rotatedKeyOf(hash))
+			if err != nil {
+				return nil, bad(codeInvalidGrant, "the refresh token is unknown, expired or revoked")
+			}
+			rec = x
+		default:
 			return nil, unavailable("rotate the refresh token", err)
-		}
-		if rec, rev, err = getRec[refreshRec](ctx, s.st, rk); err != nil { // rotated concurrently
-			return nil, bad(codeInvalidGrant, "the refresh token is unknown, expired or revoked")
 		}
 	}
 	if !rec.RotatedAt.IsZero() && now.Sub(rec.RotatedAt) > s.cfg.RefreshGrace {
-		if err := s.revokeGrant(ctx, g.ID, "refresh token reused after rotation"); err != nil {
-			return nil, err
-		}
-		s.log.Warn("oauth refresh token reused after its grace; grant revoked", "grant", g.ID, "client", g.Client)
-		return nil, bad(codeInvalidGrant, "the refresh token was already used; the grant is revoked, authorize again")
+		return nil, s.refreshReused(ctx, g)
 	}
 	resp, ah, rh, err := s.mint(ctx, g, scope)
 	if err != nil {
@@ -257,6 +272,9 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 		var ea, ef []string
 		g.Access, ea = keepNewest(append(g.Access, ah))
 		g.Refresh, ef = keepNewest(append(g.Refresh, rh))
+		if rotated != "" {
+			g.Rotated, _ = keepNewest(append(g.Rotated, rotated))
+		}
 		for _, k := range ea {
 			evicted = append(evicted, accessKeyOf(k))
 		}
@@ -275,6 +293,65 @@ func (s *Server) refresh(ctx context.Context, clientID, token, scopeParam, resou
 		_ = del(context.WithoutCancel(ctx), s.st, k, 0)
 	}
 	return resp, nil
+}
+
+// rotatedRefresh finds a refresh token whose record is gone: rotated
+// within its grace (the x. marker), or rotated longer ago, which the
+// grant named in the token remembers (its last maxLiveTokens rotations):
+// that reuse revokes the grant.
+func (s *Server) rotatedRefresh(ctx context.Context, token, hash string) (*refreshRec, uint64, error) {
+	x, _, err := getRec[refreshRec](ctx, s.st, rotatedKeyOf(hash))
+	if err == nil {
+		return x, 0, nil
+	}
+	if !notFound(err) {
+		return nil, 0, unavailable("read the refresh token", err)
+	}
+	unknown := bad(codeInvalidGrant, "the refresh token is unknown, expired or revoked")
+	id, ok := refreshGrant(token)
+	if !ok {
+		return nil, 0, unknown
+	}
+	g, _, err := getRec[grantRec](ctx, s.st, grantKey(id))
+	if notFound(err) {
+		return nil, 0, unknown
+	}
+	if err != nil {
+		return nil, 0, unavailable("read the grant", err)
+	}
+	if !slices.Contains(g.Rotated, hash) {
+		return nil, 0, unknown
+	}
+	if g.Revoked {
+		return nil, 0, bad(codeInvalidGrant, "the grant was revoked; authorize again")
+	}
+	return nil, 0, s.refreshReused(ctx, g)
+}
+
+// refreshReused revokes g: one of its refresh tokens was used again after
+// its grace.
+func (s *Server) refreshReused(ctx context.Context, g *grantRec) error {
+	if err := s.revokeGrant(ctx, g.ID, "refresh token reused after rotation"); err != nil {
+		return err
+	}
+	s.log.Warn("oauth refresh token reused after its grace; grant revoked", "grant", g.ID, "client", g.Client)
+	return bad(codeInvalidGrant, "the refresh token was already used; the grant is revoked, authorize again")
+}
+
+// newRefreshToken is a refresh token that names its grant (rrf_<grant
+// id's hex>.<secret>): a reuse after its record is gone still finds the
+// grant to revoke.
+func newRefreshToken(grant string) string {
+	return PrefixRefresh + strings.TrimPrefix(grant, "gr-") + "." + newSecret("")
+}
+
+// refreshGrant is the grant a refresh token names, if it names one.
+func refreshGrant(token string) (string, bool) {
+	id, _, ok := strings.Cut(strings.TrimPrefix(token, PrefixRefresh), ".")
+	if !ok || len(id) != 24 || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return "gr-" + id, true
 }
 
 // keepNewest keeps the last maxLiveTokens entries and returns the rest.

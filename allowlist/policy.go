@@ -368,6 +368,16 @@ func (p *Policy) Provider() string {
 	return p.provider
 }
 
+// SetProvider selects the room provider (ProviderApp or ProviderBuiltin),
+// written as the provider directive; anything else is a *RuleError.
+func (p *Policy) SetProvider(kind string) error {
+	if kind != ProviderBuiltin && kind != ProviderApp {
+		return ruleErr("the room provider is %q or %q, not %q", ProviderBuiltin, ProviderApp, kind)
+	}
+	p.provider = kind
+	return nil
+}
+
 // Notifications reports whether the agent notifies the desktop user of a
 // proposal waiting for review (the notify directive; on unless "notify off").
 func (p *Policy) Notifications() bool {

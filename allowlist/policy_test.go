@@ -141,7 +141,7 @@ func TestHiddenRoomLooksMissing(t *testing.T) {
 
 // TestOnlyEnableAndDisableEdit guards the rule that the policy changes only
 // through the owner's local calls (the CLI and the local API, agent/localapi:
-// Enable, Disable, ApplyEnable, SetProject): adding a method to *Policy
+// Enable, Disable, ApplyEnable, SetProject, SetProvider): adding a method to *Policy
 // means deciding here whether it edits, and an editing one must not be
 // reachable from the agent's network path.
 func TestOnlyEnableAndDisableEdit(t *testing.T) {
@@ -150,7 +150,7 @@ func TestOnlyEnableAndDisableEdit(t *testing.T) {
 	for i := range typ.NumMethod() {
 		got = append(got, typ.Method(i).Name)
 	}
-	want := []string{"ApplyEnable", "Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Pending", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "SetProject", "Summary"} // Provider, Pending read
+	want := []string{"ApplyEnable", "Decide", "Disable", "Enable", "InFlight", "Marshal", "Max", "Notifications", "Pending", "Project", "Projects", "Provider", "RateOf", "Save", "ServesRoom", "SetProject", "SetProvider", "Summary"} // Provider, Pending read; SetProvider edits (roomrelay provider, PUT policy/provider)
 	if !slices.Equal(got, want) {
 		t.Errorf("*Policy methods %v, want %v: classify the new one as reader or editor", got, want)
 	}
@@ -400,5 +400,24 @@ func TestPendingBounds(t *testing.T) {
 	}
 	if _, err := Parse([]byte("project a\n enabled yes\n max pending.room 1001\n")); err == nil || !strings.Contains(err.Error(), "from 1 to 1000") {
 		t.Errorf("above MaxPending: %v", err)
+	}
+}
+
+// TestSetProvider: the selection is written as the provider directive, and
+// only builtin or app is accepted.
+func TestSetProvider(t *testing.T) {
+	p := New()
+	if err := p.Enable("proj", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetProvider("cloud"); err == nil {
+		t.Fatal("SetProvider(cloud) accepted")
+	}
+	if err := p.SetProvider(ProviderApp); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(p.Marshal())
+	if err != nil || back.Provider() != ProviderApp {
+		t.Fatalf("marshalled policy reads back provider %q (%v):\n%s", back.Provider(), err, p.Marshal())
 	}
 }

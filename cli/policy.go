@@ -184,9 +184,10 @@ func setupPolicyShow(fs *flag.FlagSet, e *Env) Runner {
 			if ps == nil {
 				ps = []allowlist.ProjectInfo{}
 			}
-			return json.NewEncoder(e.Stdout).Encode(map[string]any{"file": policyPath(p), "in_flight": pol.InFlight(), "notifications": pol.Notifications(), "projects": ps})
+			return json.NewEncoder(e.Stdout).Encode(map[string]any{"file": policyPath(p), "in_flight": pol.InFlight(), "notifications": pol.Notifications(),
+				"provider": pol.Provider(), "projects": ps})
 		}
-		fmt.Fprintf(e.Stdout, "# %s\n", policyPath(p))
+		fmt.Fprintf(e.Stdout, "# %s\n# room provider: %s (roomrelay provider app|builtin)\n", policyPath(p), pol.Provider())
 		if len(pol.Projects()) == 0 {
 			fmt.Fprintln(e.Stdout, "# no project enabled: every command is denied (roomrelay enable PROJECT)")
 			return nil

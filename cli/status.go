@@ -38,21 +38,28 @@ func setupStatus(fs *flag.FlagSet, e *Env) Runner {
 		// The running agent's own answer when it runs; the status file
 		// otherwise.
 		var live *agent.Status
+		var prov *localapi.ProviderState
 		if c := liveAgent(ctx, p); c != nil {
 			var st localapi.StatusResponse
 			if _, err := c.Do(ctx, "GET", "status", nil, &st, nil); err == nil {
-				live = &st.Status
+				live, prov = &st.Status, &st.Provider
 			}
 			c.Close()
 		}
 		r, verdict := device.DiagnoseLive(p, live)
 		code := statusExit[verdict]
 		if *asJSON {
-			if err := json.NewEncoder(e.Stdout).Encode(r); err != nil {
+			// The running agent's room provider rides beside the report.
+			out := struct {
+				device.Report
+				Provider *localapi.ProviderState `json:"provider,omitempty"`
+			}{r, prov}
+			if err := json.NewEncoder(e.Stdout).Encode(out); err != nil {
 				return err
 			}
 		} else {
 			printStatus(e, r)
+			printProvider(e, prov)
 		}
 		if code != ExitOK {
 			return silent(code)
@@ -97,5 +104,34 @@ func printStatus(e *Env, r device.Report) {
 		for _, n := range a.Notes {
 			fmt.Fprintf(w, "note:        %s\n", n)
 		}
+	}
+}
+
+// printProvider prints the running agent's room provider: which the policy
+// selects and, for the desktop app, the connected app's name, version and
+// process (nil: no agent answered).
+func printProvider(e *Env, pv *localapi.ProviderState) {
+	if pv == nil {
+		return
+	}
+	w := e.Stdout
+	switch {
+	case pv.Connected:
+		sel := pv.Selected
+		if sel == "" {
+			sel = "app"
+		}
+		fmt.Fprintf(w, "provider:    %s: %q %s, pid %d", sel, pv.App, pv.Version, pv.PID)
+		if pv.Exe != "" {
+			fmt.Fprintf(w, " (%s)", pv.Exe)
+		}
+		if !pv.Since.IsZero() {
+			fmt.Fprintf(w, ", connected since %s", pv.Since.Local().Format(time.DateTime))
+		}
+		fmt.Fprintln(w)
+	case pv.Selected == "app":
+		fmt.Fprintln(w, "provider:    app: no desktop app connected (reads answer app_not_running)")
+	case pv.Selected != "":
+		fmt.Fprintf(w, "provider:    %s\n", pv.Selected)
 	}
 }

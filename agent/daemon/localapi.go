@@ -162,14 +162,15 @@ func (d *Daemon) LocalAPI() *localapi.Server { return d.api }
 type providerStater struct{ d *Daemon }
 
 func (p providerStater) ProviderState() localapi.ProviderState {
+	sel := p.d.policy.Load().Provider()
 	if p.d.prov == nil {
-		return localapi.ProviderState{}
+		return localapi.ProviderState{Selected: sel}
 	}
 	c, ok := p.d.prov.Current()
 	if !ok {
-		return localapi.ProviderState{}
+		return localapi.ProviderState{Selected: sel}
 	}
-	return localapi.ProviderState{Connected: true, App: c.App.Name, Version: c.App.Version,
+	return localapi.ProviderState{Selected: sel, Connected: true, App: c.App.Name, Version: c.App.Version,
 		PID: c.Peer.PID, Exe: c.Peer.Exe, Since: c.Since}
 }
 

@@ -148,6 +148,12 @@ func TestResponsesMatchTheDocument(t *testing.T) {
 	call("POST", "projects/p2/disable", "/projects/{id}/disable", nil, "", 200)
 	call("POST", "projects/zz/disable", "/projects/{id}/disable", nil, "", 404)
 	call("GET", "projects", "/projects", nil, "", 200)
+	sel := call("GET", "policy/provider", "/policy/provider", nil, "", 200)
+	selRev := `"` + sel["revision"].(string) + `"`
+	call("PUT", "policy/provider", "/policy/provider", nil, `{"provider":"app"}`, 428)
+	call("PUT", "policy/provider", "/policy/provider", map[string]string{"If-Match": `"stale"`}, `{"provider":"app"}`, 412)
+	call("PUT", "policy/provider", "/policy/provider", map[string]string{"If-Match": selRev}, `{"provider":"cloud"}`, 400)
+	call("PUT", "policy/provider", "/policy/provider", map[string]string{"If-Match": selRev}, `{"provider":"app"}`, 200)
 	call("GET", "proposals", "/proposals", nil, "", 200)
 	call("GET", "proposals?state=all", "/proposals", nil, "", 200)
 	call("GET", "proposals/"+p.ID, "/proposals/{id}", nil, "", 200)

@@ -43,6 +43,8 @@ var routeTable = []route{
 	{"POST", "/proposals/{id}/check", func(s *Server) http.HandlerFunc { return s.checkProposal }},
 	{"POST", "/proposals/{id}/approve", func(s *Server) http.HandlerFunc { return s.approveProposal }},
 	{"POST", "/proposals/{id}/decline", func(s *Server) http.HandlerFunc { return s.declineProposal }},
+	{"GET", "/policy/provider", func(s *Server) http.HandlerFunc { return s.getProviderSelection }},
+	{"PUT", "/policy/provider", func(s *Server) http.HandlerFunc { return s.putProviderSelection }},
 	{"GET", "/oauth/{code}", func(s *Server) http.HandlerFunc { return s.getOAuth }},
 	{"POST", "/oauth/{code}", func(s *Server) http.HandlerFunc { return s.decideOAuth }},
 	// Mounted for any method: the websocket upgrade is a GET, and the

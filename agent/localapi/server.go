@@ -52,6 +52,9 @@ const (
 // PID and Exe are the connected app's process as the peer check saw it (Exe
 // only where the OS tells it): for the owner's eyes, never a decision.
 type ProviderState struct {
+	// Selected is the room provider the owner's policy selects: app or
+	// builtin ("" when the agent does not say).
+	Selected  string    `json:"selected,omitempty"`
 	Connected bool      `json:"connected"`
 	App       string    `json:"app,omitempty"`
 	Version   string    `json:"version,omitempty"`

@@ -22,6 +22,10 @@ const (
 	CloseNotSelected   = 4004
 )
 
+// NotSelectedReason is the 4004 close reason: it names the fix (a close
+// reason is at most 123 bytes).
+const NotSelectedReason = "provider not selected: PUT /localapi/v1/policy/provider or `roomrelay provider app`"
+
 // Methods of the protocol.
 const (
 	MethodHello        = "provider.hello"

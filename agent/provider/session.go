@@ -110,8 +110,10 @@ func (ss *session) hello() bool {
 		return false
 	}
 	if !cfg.Selected() {
-		ss.answerError(m.ID, rpcServerError, "the owner's policy selects the builtin room provider on this device; `provider app` in the policy selects the desktop app", relay.CodeCommandNotAllowed)
-		ss.closeWith(CloseNotSelected, "provider not selected")
+		ss.answerError(m.ID, rpcServerError, "the owner's policy selects the builtin room provider on this device: "+
+			"select the desktop app with PUT /localapi/v1/policy/provider {\"provider\":\"app\"} (If-Match: the ETag of its GET), or `roomrelay provider app`, then connect again",
+			relay.CodeCommandNotAllowed)
+		ss.closeWith(CloseNotSelected, NotSelectedReason)
 		return false
 	}
 	ss.app = AppInfo{Name: cleanText(p.App.Name, maxAppInfoBytes), Version: cleanText(p.App.Version, maxAppInfoBytes), Capabilities: p.Capabilities}

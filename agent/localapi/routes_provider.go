@@ -1,0 +1,100 @@
+package localapi
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/allowlist"
+)
+
+// EventProviderSelected is published when the owner's room-provider
+// selection changed through the local API (an app selecting itself, or
+// `roomrelay provider`).
+const EventProviderSelected = "provider_selected"
+
+// ProviderSelection is GET and PUT policy/provider: the room provider the
+// policy selects (app or builtin). Revision is the policy file's, also the
+// ETag: send it as If-Match to change the selection.
+type ProviderSelection struct {
+	Provider string `json:"provider"`
+	Revision string `json:"revision,omitempty"`
+	Changed  bool   `json:"changed,omitempty"`
+}
+
+// ProviderSelectedData is the data of a provider_selected event: the
+// selection now, and the process that made it as the peer check saw it.
+type ProviderSelectedData struct {
+	Provider string `json:"provider"`
+	PID      int    `json:"pid,omitempty"`
+	Exe      string `json:"exe,omitempty"`
+}
+
+func (s *Server) getProviderSelection(w http.ResponseWriter, r *http.Request) {
+	pol, rev, err := s.readPolicy()
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	w.Header().Set("ETag", etag(rev))
+	writeJSON(w, http.StatusOK, ProviderSelection{Provider: pol.Provider(), Revision: rev})
+}
+
+// putProviderSelection selects the room provider: If-Match required (the
+// ETag of GET policy/provider or GET projects, one revision), audited as
+// localapi.select_provider with the caller's pid and exe, and published as
+// provider_selected. Selecting what is selected changes nothing.
+func (s *Server) putProviderSelection(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Provider string `json:"provider"`
+	}
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Provider != allowlist.ProviderApp && req.Provider != allowlist.ProviderBuiltin {
+		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", fmt.Sprintf("provider is %q or %q", allowlist.ProviderApp, allowlist.ProviderBuiltin)))
+		return
+	}
+	s.policyMu.Lock()
+	defer s.policyMu.Unlock()
+	pol, rev, err := s.readPolicy()
+	if err != nil {
+		writeError(w, asAPIError(err))
+		return
+	}
+	if e := matches(r, rev, true); e != nil {
+		writeError(w, e)
+		return
+	}
+	changed := pol.Provider() != req.Provider
+	if changed {
+		if err := pol.SetProvider(req.Provider); err != nil {
+			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", err.Error()))
+			return
+		}
+		if err := pol.Save(s.cfg.PolicyPath); err != nil {
+			writeError(w, asAPIError(err))
+			return
+		}
+		peer, _ := PeerFrom(r.Context())
+		s.auditLine(audit.Entry{Command: "localapi.select_provider", Decision: audit.Allowed,
+			Detail: "provider=" + req.Provider + " " + peerDetail(peer, r, "")})
+		if s.cfg.PolicySaved != nil {
+			s.cfg.PolicySaved(r.Context())
+		}
+		s.events.Publish(EventProviderSelected, ProviderSelectedData{Provider: req.Provider, PID: peer.PID, Exe: peer.Exe})
+		if rev, err = s.revisionNow(); err != nil {
+			writeError(w, asAPIError(err))
+			return
+		}
+	}
+	w.Header().Set("ETag", etag(rev))
+	writeJSON(w, http.StatusOK, ProviderSelection{Provider: req.Provider, Revision: rev, Changed: changed})
+}
+
+// revisionNow is the revision of the policy file on disk.
+func (s *Server) revisionNow() (string, error) {
+	_, rev, err := s.readPolicy()
+	return rev, err
+}

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -84,8 +85,8 @@ func newCIMDFetcher(s *Server, hosts []string, roots *x509.CertPool, allowPrivat
 
 var errCIMDRedirect = errors.New("redirect")
 
-// checkAddr refuses, at dial time, an address that is not public: the
-// resolved IP, not the name, is what reaches the network.
+// checkAddr refuses, at dial time, an address that is not public
+// (addrguard.go): the resolved IP, not the name, is what reaches the network.
 func (f *cimdFetcher) checkAddr(_, address string, _ syscall.RawConn) error {
 	if f.allowPrivate {
 		return nil
@@ -94,10 +95,12 @@ func (f *cimdFetcher) checkAddr(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
-		return fmt.Errorf("the host resolves to %s, a loopback, private or link-local address: refused (SSRF guard)", host)
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("the host resolves to %q, not an IP address: refused (SSRF guard)", host)
+	}
+	if why := publicAddr(a); why != "" {
+		return fmt.Errorf("the host resolves to %s: refused, not a global unicast address (a loopback, private or link-local address, or another special-purpose range; SSRF guard)", why)
 	}
 	return nil
 }

@@ -130,9 +130,11 @@ func (s *Server) isResource(res string) bool {
 
 // touchClient rewrites a client's last use at most daily, which also
 // restarts its age in the bucket (an unused client expires after 90 days).
+// A registration that never signed in is left alone: a consent page
+// anyone can open must not make it permanent (clients.go).
 func (s *Server) touchClient(ctx context.Context, c *clientRec) {
 	now := s.cfg.Now().UTC()
-	if c.Host != "" || now.Sub(c.LastUsed) < 24*time.Hour { // a metadata document is not stored
+	if c.Host != "" || c.LastUsed.IsZero() || now.Sub(c.LastUsed) < 24*time.Hour { // a metadata document is not stored
 		return
 	}
 	_, _ = update(context.WithoutCancel(ctx), s.st, clientKey(c.ID), func(c *clientRec) error {

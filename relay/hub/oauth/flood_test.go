@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -174,5 +175,44 @@ func TestRefreshFloodBounded(t *testing.T) {
 	// Another client signs in, from the test's own address.
 	if _, tok2 := ta.fullFlow("read"); ta.mcpStatus(tok2["access_token"].(string)) == 401 {
 		t.Fatal("another client's sign-in after the floods")
+	}
+}
+
+// TestRegistrationFloodFullBucket (#29.3, real NATS): registrations from
+// many networks fill the clients bucket (2 MiB under the smallest storage
+// budget); the full bucket evicts never-used registrations, so new ones
+// keep being accepted and the client that signed in keeps working.
+func TestRegistrationFloodFullBucket(t *testing.T) {
+	ta := startASHub(t, hub.Config{StorageBudget: hub.MinStorageBudget}, nil)
+	_, tok := ta.fullFlow("read")
+	var uris []string
+	for i := range 8 {
+		uris = append(uris, fmt.Sprintf("http://127.0.0.1/callback/%d/%s", i, strings.Repeat("p", 440)))
+	}
+	body, _ := json.Marshal(map[string]any{"redirect_uris": uris, "client_name": "flood"})
+	byStatus := map[int]int{}
+	start := time.Now()
+	n := 0
+	for ; n < 1500 && time.Since(start) < 30*time.Second; n++ {
+		c := fromAddr(t, fmt.Sprintf("127.%d.%d.1", 1+n/250, n%250)) // a /24 each
+		r, err := c.Post(ta.url+PathRegister, "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		c.CloseIdleConnections()
+		byStatus[r.StatusCode]++
+	}
+	t.Logf("registration flood: %d from %d /24s in %v: %v, the clients bucket holds %d bytes",
+		n, n, time.Since(start).Round(time.Millisecond), byStatus, ta.bucketBytes(clientsBucket))
+	if byStatus[http.StatusServiceUnavailable] > 0 {
+		t.Errorf("the full bucket refused registrations: %v", byStatus)
+	}
+	if ta.mcpStatus(tok["access_token"].(string)) == 401 {
+		t.Fatal("the signed-in client's token was refused after the flood")
+	}
+	_, tok2 := ta.fullFlow("read") // registers, signs in and exchanges after the flood
+	if ta.mcpStatus(tok2["access_token"].(string)) == 401 {
+		t.Fatal("a sign-in after the flood")
 	}
 }

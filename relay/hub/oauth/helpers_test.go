@@ -60,7 +60,14 @@ type testAS struct {
 
 func startAS(t *testing.T, mod func(*Config)) *testAS {
 	t.Helper()
-	h, err := hub.New(hub.Config{DataDir: t.TempDir(), AdminToken: admin, Heartbeat: time.Minute})
+	return startASHub(t, hub.Config{}, mod)
+}
+
+// startASHub is startAS on a hub configured from hc.
+func startASHub(t *testing.T, hc hub.Config, mod func(*Config)) *testAS {
+	t.Helper()
+	hc.DataDir, hc.AdminToken, hc.Heartbeat = t.TempDir(), admin, time.Minute
+	h, err := hub.New(hc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ type metrics struct {
 	tokens         *prometheus.CounterVec // grant_type, outcome
 	revocations    prometheus.Counter
 	deviceGuesses  *prometheus.CounterVec // outcome
+	clientsEvicted prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "roomrelay_hub_oauth_device_code_misses_total",
 			Help: "Device-approval lookups refused on this node, by outcome (unknown: no such code, device_limited: the device gave too many unknown codes, code_dead: too many wrong tries against the code).",
 		}, []string{"outcome"}),
+		clientsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomrelay_hub_oauth_clients_evicted_total",
+			Help: "Never-used OAuth registrations this node evicted because the clients table was full.",
+		}),
 	}
 	for _, g := range []string{"authorization_code", "refresh_token"} {
 		m.tokens.WithLabelValues(g, "ok")
@@ -45,6 +50,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, o := range []string{"unknown", "device_limited", "code_dead"} {
 		m.deviceGuesses.WithLabelValues(o)
 	}
-	reg.MustRegister(m.registrations, m.authorizations, m.tokens, m.revocations, m.deviceGuesses)
+	reg.MustRegister(m.clientsEvicted, m.registrations, m.authorizations, m.tokens, m.revocations, m.deviceGuesses)
 	return m
 }

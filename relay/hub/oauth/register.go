@@ -3,14 +3,15 @@ package oauth
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // Dynamic client registration (RFC 7591): public clients only, and only
@@ -112,11 +113,16 @@ func (s *Server) serveRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := s.hub.ClientAddr(r)
-	if ok, wait := s.regLim.take(addr); !ok {
+	// Counted per client prefix (an IPv6 /64 is one subscriber, however
+	// many addresses it uses) and per wider aggregate.
+	if ok, wait := s.regLim.take(hub.ClientPrefix(addr)); !ok {
 		s.m.registrations.WithLabelValues(string(codeRateLimited)).Inc()
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": string(codeRateLimited),
-			"error_description": "too many registrations from this address; retry later"})
+		s.rateLimited(w, wait, fmt.Sprintf("more than %d registrations a minute from this network (client prefix); retry later", s.cfg.RegisterRate))
+		return
+	}
+	if ok, wait := s.regAggr.take(hub.ClientAggregate(addr)); !ok {
+		s.m.registrations.WithLabelValues(string(codeRateLimited)).Inc()
+		s.rateLimited(w, wait, fmt.Sprintf("more than %d registrations a minute from this network block (IPv4 /24, IPv6 /48); retry later", registerPerAggr*s.cfg.RegisterRate))
 		return
 	}
 	c, err := s.register(r)
@@ -153,7 +159,7 @@ func (s *Server) register(r *http.Request) (*clientRec, error) {
 		return nil, err
 	}
 	c := &clientRec{ID: newID("rrcl-"), Name: name, RedirectURIs: ok, CreatedAt: s.cfg.Now().UTC()}
-	if err := createRec(r.Context(), s.st, clientKey(c.ID), c, 0); err != nil {
+	if err := s.createClient(r.Context(), c); err != nil {
 		return nil, unavailable("store the registration", err)
 	}
 	return c, nil

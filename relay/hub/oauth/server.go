@@ -140,6 +140,7 @@ type Server struct {
 	grantLim *rateLimiter // refreshes per grant
 	authLim  *rateLimiter // consent pages per client prefix
 	logs     *logLimiter  // lines a stranger's request can cause
+	evictor  clientEvictor
 	m        *metrics
 	cimd     *cimdFetcher // nil: CIMD off
 	guesses  *guessGuard  // device-approval code guessing (guess.go)

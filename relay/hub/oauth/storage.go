@@ -76,6 +76,7 @@ var (
 
 func notFound(err error) bool   { return errors.Is(err, ErrNotFound) }
 func isConflict(err error) bool { return errors.Is(err, ErrConflict) }
+func isFull(err error) bool     { return errors.Is(err, ErrFull) }
 
 // key is one record's address: its table and its key there. Every key is
 // built in keys.go.

@@ -145,6 +145,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID, code, redirect, ver
 			}
 			return nil, unavailable("store the grant", err)
 		}
+		s.clientSignedIn(ctx, g.Client)
 		s.log.Info("oauth grant created", "grant", g.ID, "client", g.Client, "project", g.Project, "scope", g.Scope, "via", g.ApprovedVia)
 		return resp, nil
 	}

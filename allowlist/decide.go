@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/roomrelay/roomrelay/internal/keyrate"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -96,22 +96,14 @@ func (pr *project) checkBounds(projectID, command string, fields map[string]json
 // filled at Rate.Events per Rate.Per up to Rate.Burst. It is safe for
 // concurrent use. The clock is injected so tests need not wait.
 type Limiter struct {
-	now     func() time.Time
-	mu      sync.Mutex
-	buckets map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
+	buckets *keyrate.Buckets
 }
 
 // NewLimiter returns a Limiter reading time from now (time.Now if nil).
 func NewLimiter(now func() time.Time) *Limiter {
-	if now == nil {
-		now = time.Now
-	}
-	return &Limiter{now: now, buckets: map[string]*bucket{}}
+	// The keys are the policy's projects (twice) and one for refusals: the
+	// policy bounds them.
+	return &Limiter{buckets: keyrate.New(0, now)}
 }
 
 // Allow takes one token from the bucket of project's reads or of its
@@ -135,25 +127,14 @@ func (l *Limiter) Allow(p *Policy, projectID, command string) error {
 		// The error names no project, so it reveals nothing about it.
 		r, key, kind = DefaultRate, "\x00refused", "commands of projects not served here"
 	}
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[key]
-	if !ok {
-		b = &bucket{tokens: float64(r.Burst), last: now}
-		l.buckets[key] = b
+	if ok, wait := l.buckets.Take(key, keyrate.Per(r.Events, r.Per, r.Burst), 1); !ok {
+		return refuse(served, projectID, kind, r, wait)
 	}
-	perToken := r.Per / time.Duration(r.Events)
-	if elapsed := now.Sub(b.last); elapsed > 0 { // a clock stepping back adds nothing
-		b.tokens += elapsed.Seconds() / perToken.Seconds()
-		b.last = now
-	}
-	b.tokens = min(b.tokens, float64(r.Burst))
-	if b.tokens >= 1 {
-		b.tokens--
-		return nil
-	}
-	wait := time.Duration((1 - b.tokens) * float64(perToken))
+	return nil
+}
+
+// refuse is the rate_limited answer, saying when to retry.
+func refuse(served bool, projectID, kind string, r Rate, wait time.Duration) error {
 	if !served {
 		return relay.Errorf(relay.CodeRateLimited, "this device's rate of %s for %s was reached; retry in %s", r, kind, roundUp(wait))
 	}

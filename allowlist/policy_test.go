@@ -233,8 +233,8 @@ func TestLimiter(t *testing.T) {
 	if refused != 5 {
 		t.Errorf("%d of %d refusals limited, want 5 past the burst of %d", refused, DefaultRate.Burst+5, DefaultRate.Burst)
 	}
-	if len(l.buckets) != 3 {
-		t.Errorf("%d buckets, want 3 (fast, slow, refused)", len(l.buckets))
+	if l.buckets.Len() != 3 {
+		t.Errorf("%d buckets, want 3 (fast, slow, refused)", l.buckets.Len())
 	}
 	// Writes have a bucket of their own: a drained read bucket does not
 	// refuse them, and they do not refill reads.

@@ -103,7 +103,7 @@ func Decode(data []byte, max int) (Frame, error) {
 	case TypeDrain:
 		f = new(Drain)
 	default:
-		return nil, protoErr(CloseProtocolError, "unknown frame type %q", truncate(*head.Type, 32))
+		return nil, protoErr(CloseProtocolError, "unknown frame type %q", Clip(*head.Type, 32))
 	}
 	// The "type" field is known to the envelope, not to the body structs, so
 	// unknown fields are tolerated (newer minor revisions may add some).
@@ -162,7 +162,7 @@ func validate(f Frame) error {
 			return missing("error")
 		}
 		if v.Error != nil && !v.Error.Code.Valid() {
-			return protoErr(CloseProtocolError, "result frame: unknown error code %q", truncate(string(v.Error.Code), 32))
+			return protoErr(CloseProtocolError, "result frame: unknown error code %q", Clip(string(v.Error.Code), 32))
 		}
 	case *Cancel:
 		if v.ID == "" {
@@ -192,11 +192,4 @@ func CheckVersion(h *Hello) error {
 func isJSONObject(raw json.RawMessage) bool {
 	t := bytes.TrimLeft(raw, " \t\r\n")
 	return len(t) > 0 && t[0] == '{'
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package relay
 import (
 	"encoding/json"
 	"time"
-	"unicode/utf8"
 )
 
 // Protocol identity. The websocket subprotocol carries the major version; the
@@ -51,18 +50,6 @@ const (
 	MaxDirectoryRooms = 500
 	MaxRoomNameBytes  = 200
 )
-
-// CutUTF8 cuts s to at most max bytes without splitting a rune: how both
-// ends bound a room name (MaxRoomNameBytes) and other text they keep.
-func CutUTF8(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
-	}
-	return s[:max]
-}
 
 // Hello is the agent's first frame. Rooms is the device's room directory,
 // always sent (an empty list is "no rooms"); an agent older than the

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"strings"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // deadWorkerResult explains a run whose worker had to be killed or died.
@@ -15,7 +17,7 @@ func (p *Pool) deadWorkerResult(w *worker, err error) *Result {
 		p.stats.Died++
 	}
 	p.mu.Unlock()
-	p.log.Warn("sandbox worker lost", "pid", w.pid, "err", err, "stderr", truncate(tail, 2000))
+	p.log.Warn("sandbox worker lost", "pid", w.pid, "err", err, "stderr", relay.Clip(tail, 2000))
 	fault := ""
 	if w.capped {
 		fault = runtimeFault(tail)
@@ -40,7 +42,7 @@ func (p *Pool) deadWorkerResult(w *worker, err error) *Result {
 			msg += ": " + w.waitErr.Error()
 		}
 		if line := reasonLine(tail); line != "" {
-			msg += " (" + truncate(line, 200) + ")"
+			msg += " (" + relay.Clip(line, 200) + ")"
 		}
 		return failResult(PhaseCrash, "%s", msg)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // ErrClosed is returned by SmokeRun after Close.
@@ -318,7 +320,7 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 		if errors.Is(err, ErrClosed) {
 			return nil, ErrClosed
 		}
-		return nil, fmt.Errorf("start sandbox worker: %w (stderr: %s)", err, truncate(strings.TrimSpace(w.stderr.String()), 500))
+		return nil, fmt.Errorf("start sandbox worker: %w (stderr: %s)", err, relay.Clip(strings.TrimSpace(w.stderr.String()), 500))
 	}
 	p.mu.Lock()
 	w.rss = resp.RSSBytes

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // This file is what the parent (Pool) and the worker (sandbox/worker's
@@ -64,14 +63,3 @@ func (m Message) String() string {
 }
 
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}

@@ -37,7 +37,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // File names inside the log directory.
@@ -101,11 +102,7 @@ func clipField(s string, max int) string {
 		return s
 	}
 	tail := fmt.Sprintf("…(%d bytes)", len(s))
-	cut := max - len(tail)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strings.ToValidUTF8(s[:cut], "") + tail
+	return strings.ToValidUTF8(relay.CutUTF8(s, max-len(tail)), "") + tail
 }
 
 // Options tunes a Log. The zero value is usable.

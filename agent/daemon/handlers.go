@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
@@ -147,20 +145,7 @@ func registerTable(register func(string, agent.Handler), hs map[string]agent.Han
 
 // caller is the command's Caller as the device keeps it: valid UTF-8,
 // printable, cut to relay.MaxCallerBytes (it comes from the network).
-func caller(cmd *relay.Command) string {
-	c := strings.ToValidUTF8(cmd.Caller, "")
-	c = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return -1
-		}
-		return r
-	}, c)
-	for len(c) > relay.MaxCallerBytes {
-		_, size := utf8.DecodeLastRuneInString(c)
-		c = c[:len(c)-size]
-	}
-	return c
-}
+func caller(cmd *relay.Command) string { return relay.CleanLine(cmd.Caller, relay.MaxCallerBytes) }
 
 // ProposalResult is what the propose_* commands return.
 type ProposalResult struct {

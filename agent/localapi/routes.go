@@ -14,6 +14,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 //go:embed openapi.json
@@ -75,7 +76,7 @@ func (s *Server) routes() {
 		m.HandleFunc(pattern, rt.h(s))
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s (see %sopenapi.json)", r.Method, clipText(r.URL.Path, 200), Prefix)))
+		writeError(w, apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s (see %sopenapi.json)", r.Method, relay.Clip(r.URL.Path, 200), Prefix)))
 	})
 	s.mux = m
 }
@@ -176,7 +177,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if b := q.Get("boot_id"); b != "" && b != s.events.BootID() {
-			resync = "the agent restarted (boot id " + s.events.BootID() + ", was " + clipText(b, 64) + ")"
+			resync = "the agent restarted (boot id " + s.events.BootID() + ", was " + relay.Clip(b, 64) + ")"
 		} else if _, ok := s.events.since(n, 0); !ok {
 			resync = fmt.Sprintf("event %d is no longer held (the ring keeps the last %d)", n+1, len(s.events.ring))
 		} else {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -94,11 +95,11 @@ func (s *Server) decideOAuth(w http.ResponseWriter, r *http.Request) {
 	if req.Approve {
 		cmd = "localapi.oauth_approve"
 	}
-	detail := peerDetail(peer, r, req.DecidedVia) + " code=" + clipText(code, 20)
+	detail := peerDetail(peer, r, req.DecidedVia) + " code=" + relay.Clip(code, 20)
 	if err != nil {
 		e := hubRefusal(err)
-		s.auditLine(audit.Entry{Command: cmd, Project: clipText(req.Project, 100), Decision: audit.Denied, ErrorCode: e.Code,
-			Detail: detail + ": " + clipText(e.Message, 200)})
+		s.auditLine(audit.Entry{Command: cmd, Project: relay.Clip(req.Project, 100), Decision: audit.Denied, ErrorCode: e.Code,
+			Detail: detail + ": " + relay.Clip(e.Message, 200)})
 		writeError(w, e)
 		return
 	}
@@ -114,9 +115,9 @@ func (s *Server) decideOAuth(w http.ResponseWriter, r *http.Request) {
 func hubRefusal(err error) *APIError {
 	var he *hubclient.APIError
 	if !errors.As(err, &he) {
-		return apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the hub could not be asked: "+clipText(err.Error(), 300))
+		return apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the hub could not be asked: "+relay.Clip(err.Error(), 300))
 	}
-	msg := clipText(he.Message, 300)
+	msg := relay.Clip(he.Message, 300)
 	switch {
 	case he.Status == http.StatusNotFound:
 		return apiErr(http.StatusNotFound, "not_found", msg)

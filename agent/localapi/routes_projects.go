@@ -11,6 +11,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/allowlist"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // ProjectView is one project of GET projects: its policy, and whether the
@@ -211,7 +212,7 @@ func (s *Server) disableProject(w http.ResponseWriter, r *http.Request) {
 	}
 	s.changePolicy(w, r, "disable", false, func(p *allowlist.Policy, id string) error {
 		if _, ok := p.Project(id); !ok {
-			return apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("project %q is not in the policy", clipText(id, 128)))
+			return apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("project %q is not in the policy", relay.Clip(id, 128)))
 		}
 		return p.Disable(id)
 	})
@@ -229,7 +230,7 @@ func peerDetail(p Peer, r *http.Request, via string) string {
 		fmt.Fprintf(&b, " sid=%s", p.SID)
 	}
 	if c := r.Header.Get(HeaderClient); c != "" {
-		fmt.Fprintf(&b, " client=%q", clipText(c, 100))
+		fmt.Fprintf(&b, " client=%q", relay.Clip(c, 100))
 	}
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // Decision channels recorded with every decision (decided_via).
@@ -260,7 +261,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 	}
 	switch {
 	case errors.Is(err, rooms.ErrContentChanged):
-		writeError(w, apiErr(http.StatusConflict, CodeHashMismatch, "the proposal's content hash is not "+clipText(req.ContentHash, 80)+": review it again (GET proposals/"+id+"); it stays pending"))
+		writeError(w, apiErr(http.StatusConflict, CodeHashMismatch, "the proposal's content hash is not "+relay.Clip(req.ContentHash, 80)+": review it again (GET proposals/"+id+"); it stays pending"))
 		return
 	case errors.Is(err, rooms.ErrNotPending):
 		cur, gerr := s.cfg.Proposals.GetProposal(ctx, id)

@@ -17,6 +17,8 @@ import (
 	"github.com/roomrelay/roomrelay/agent/audit"
 	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/internal/keyrate"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // API versions. APIVersion grows its minor with every addition within v1;
@@ -142,7 +144,7 @@ type Server struct {
 	events *Events
 	mux    *http.ServeMux
 
-	refusals refusalLimiter
+	refusals *refusalLimiter
 	policyMu sync.Mutex // one policy writer at a time
 	conns    atomic.Int64
 	runOnce  atomic.Bool
@@ -197,7 +199,7 @@ func newServer(cfg Config) (*Server, error) {
 	if ev == nil {
 		ev = NewEvents("", 0)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, events: ev, refusals: refusalLimiter{now: cfg.Now}}
+	s := &Server{cfg: cfg, log: cfg.Logger, events: ev, refusals: newRefusalLimiter(cfg.Now)}
 	s.routes()
 	return s, nil
 }
@@ -318,7 +320,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !validHost(r.Host) {
-		s.refuse(w, r, peer, http.StatusForbidden, CodeForbidden, fmt.Sprintf("Host %q is not this agent (use %s)", clipText(r.Host, 100), Host))
+		s.refuse(w, r, peer, http.StatusForbidden, CodeForbidden, fmt.Sprintf("Host %q is not this agent (use %s)", relay.Clip(r.Host, 100), Host))
 		return
 	}
 	if r.ContentLength > s.cfg.MaxBody {
@@ -370,7 +372,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, p Peer, status i
 		writeError(w, apiErr(http.StatusTooManyRequests, "rate_limited", "too many refused requests; slow down"))
 		return
 	}
-	detail := fmt.Sprintf("uid=%d pid=%d exe=%q method=%s path=%q: %s", p.UID, p.PID, p.Exe, r.Method, clipText(r.URL.Path, 200), msg)
+	detail := fmt.Sprintf("uid=%d pid=%d exe=%q method=%s path=%q: %s", p.UID, p.PID, p.Exe, r.Method, relay.Clip(r.URL.Path, 200), msg)
 	if p.SID != "" {
 		detail = "sid=" + p.SID + " " + detail
 	}
@@ -391,20 +393,16 @@ func (s *Server) auditLine(e audit.Entry) {
 	}
 }
 
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
+// refusalLimiter is a token bucket for audited refusals, counting the
+// refusals it skipped.
+type refusalLimiter struct {
+	bucket  *keyrate.Buckets
+	mu      sync.Mutex
+	skipped int
 }
 
-// refusalLimiter is a token bucket for audited refusals.
-type refusalLimiter struct {
-	now     func() time.Time
-	mu      sync.Mutex
-	tokens  float64
-	last    time.Time
-	skipped int
+func newRefusalLimiter(now func() time.Time) *refusalLimiter {
+	return &refusalLimiter{bucket: keyrate.New(1, now)}
 }
 
 // allow takes a token; it returns how many refusals went unwritten since
@@ -412,18 +410,10 @@ type refusalLimiter struct {
 func (l *refusalLimiter) allow() (bool, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	if l.last.IsZero() {
-		l.tokens = RefusalBurst
-	} else {
-		l.tokens = min(RefusalBurst, l.tokens+now.Sub(l.last).Minutes()*RefusalsPerMinute)
-	}
-	l.last = now
-	if l.tokens < 1 {
+	if ok, _ := l.bucket.Take("", keyrate.Per(RefusalsPerMinute, time.Minute, RefusalBurst), 1); !ok {
 		l.skipped++
 		return false, 0
 	}
-	l.tokens--
 	n := l.skipped
 	l.skipped = 0
 	return true, n

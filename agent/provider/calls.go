@@ -33,7 +33,7 @@ func (a *App) ask(ctx context.Context, method string, params map[string]any, not
 	if err != nil {
 		if e, ok := asRPC(err); ok {
 			a.s.log.Info("the desktop app answered with an error", "method", method, "code", e.Code,
-				"data_code", string(e.relayCode()), "message", cleanText(e.Message, maxAppMessageLog))
+				"data_code", string(e.relayCode()), "message", relay.CleanLine(e.Message, maxAppMessageLog))
 			switch {
 			case e.relayCode() == relay.CodeNotFound && notFound != nil:
 				return notFound()
@@ -91,7 +91,7 @@ func (a *App) ReadRoom(ctx context.Context, projectID, roomID string) (rooms.Roo
 	if r.AppCount < 0 || r.AppCount > maxAppCount {
 		return rooms.RoomSummary{}, invalid(MethodRoomsRead, "app_count out of range")
 	}
-	return rooms.RoomSummary{ID: roomID, Name: cleanText(r.Name, relay.MaxRoomNameBytes), Project: projectID,
+	return rooms.RoomSummary{ID: roomID, Name: relay.CleanLine(r.Name, relay.MaxRoomNameBytes), Project: projectID,
 		Kind: "local", AppCount: r.AppCount}, nil
 }
 
@@ -120,7 +120,7 @@ func (w wireApp) check() (rooms.AppItem, string) {
 	if w.Launcher.State != rooms.LauncherActive && w.Launcher.State != rooms.LauncherHidden {
 		return rooms.AppItem{}, "launcher.state is not active or hidden"
 	}
-	return rooms.AppItem{InstanceID: w.InstanceID, Name: cleanText(w.Name, relay.MaxRoomNameBytes), Source: src,
+	return rooms.AppItem{InstanceID: w.InstanceID, Name: relay.CleanLine(w.Name, relay.MaxRoomNameBytes), Source: src,
 		Launcher: rooms.Launcher{State: w.Launcher.State, Position: w.Launcher.Position}}, ""
 }
 
@@ -143,7 +143,7 @@ func (a *App) ListRoomApps(ctx context.Context, projectID, roomID string, limit 
 	if len(r.NextCursor) > maxCursorBytes {
 		return rooms.AppPage{}, invalid(MethodAppsList, "next_cursor over %d bytes", maxCursorBytes)
 	}
-	page := rooms.AppPage{Items: make([]rooms.AppItem, 0, len(r.Apps)), NextCursor: cleanText(r.NextCursor, maxCursorBytes)}
+	page := rooms.AppPage{Items: make([]rooms.AppItem, 0, len(r.Apps)), NextCursor: relay.CleanLine(r.NextCursor, maxCursorBytes)}
 	for _, w := range r.Apps {
 		it, bad := w.check()
 		if bad != "" {
@@ -204,8 +204,8 @@ func (a *App) AppStatus(ctx context.Context, projectID, roomID, instanceID strin
 		default:
 			return rooms.AppStatus{}, "", invalid(MethodAppsStatus, "build.state is not none, ok or failed")
 		}
-		st.Build = rooms.Build{State: r.Build.State, Phase: cleanText(r.Build.Phase, maxPhaseBytes),
-			CheckedAt: r.Build.CheckedAt.UTC(), Summary: cleanText(r.Build.Summary, maxSummaryBytes)}
+		st.Build = rooms.Build{State: r.Build.State, Phase: relay.CleanLine(r.Build.Phase, maxPhaseBytes),
+			CheckedAt: r.Build.CheckedAt.UTC(), Summary: relay.CleanLine(r.Build.Summary, maxSummaryBytes)}
 	}
 	return st, r.ContentHash, nil
 }
@@ -288,9 +288,9 @@ func (a *App) Install(ctx context.Context, in Install) error {
 	}
 	raw, err := a.s.call(ctx, MethodAppsInstall, params)
 	if e, ok := asRPC(err); ok {
-		ans, _ := installOutcome(cleanText(string(e.relayCode()), 64))
+		ans, _ := installOutcome(relay.CleanLine(string(e.relayCode()), 64))
 		a.s.log.Info("the desktop app answered apps.install with an error", "proposal", in.ProposalID, "code", e.Code,
-			"data_code", cleanText(ans.Code, 64), "outcome", ans.Outcome, "message", cleanText(e.Message, maxAppMessageLog))
+			"data_code", relay.CleanLine(ans.Code, 64), "outcome", ans.Outcome, "message", relay.CleanLine(e.Message, maxAppMessageLog))
 		return &AnswerError{Answer: ans}
 	}
 	if err != nil {

@@ -2,8 +2,6 @@ package provider
 
 import (
 	"encoding/json"
-	"strings"
-	"unicode"
 
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -130,22 +128,6 @@ const (
 	maxAppMessageLog = 200 // bytes of an app's error message kept in the device's log
 )
 
-// cleanText makes text from the app safe to keep and show: valid UTF-8,
-// no control or bidi characters, at most max bytes.
-func cleanText(s string, max int) string {
-	if len(s) > 4*max { // cut first: the rest would be dropped anyway
-		s = relay.CutUTF8(s, 4*max)
-	}
-	s = strings.ToValidUTF8(s, "")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return -1
-		}
-		return r
-	}, s)
-	return relay.CutUTF8(s, max)
-}
-
 // checkDirectory keeps the valid entries of a rooms.changed, at most
 // relay.MaxDirectoryRooms, names cleaned and cut; dropped says how many
 // were refused.
@@ -158,7 +140,7 @@ func checkDirectory(in []Room) (out []Room, dropped int) {
 			continue
 		}
 		seen[r.ID] = true
-		out = append(out, Room{ID: r.ID, Project: r.Project, Name: cleanText(r.Name, relay.MaxRoomNameBytes)})
+		out = append(out, Room{ID: r.ID, Project: r.Project, Name: relay.CleanLine(r.Name, relay.MaxRoomNameBytes)})
 	}
 	return out, dropped
 }

@@ -116,7 +116,7 @@ func (ss *session) hello() bool {
 		ss.closeWith(CloseNotSelected, NotSelectedReason)
 		return false
 	}
-	ss.app = AppInfo{Name: cleanText(p.App.Name, maxAppInfoBytes), Version: cleanText(p.App.Version, maxAppInfoBytes), Capabilities: p.Capabilities}
+	ss.app = AppInfo{Name: relay.CleanLine(p.App.Name, maxAppInfoBytes), Version: relay.CleanLine(p.App.Version, maxAppInfoBytes), Capabilities: p.Capabilities}
 	var res HelloResult
 	res.ProtocolVersion = ProtocolVersion
 	res.Roomrelay.Version = cfg.Version
@@ -185,7 +185,7 @@ func (ss *session) handle(data []byte) bool {
 	case m.Method == MethodHello:
 		ss.answerError(m.ID, rpcInvalidRequest, "provider.hello was already answered on this connection", relay.CodeInvalidArgs)
 	default:
-		ss.answerError(m.ID, rpcMethodNotFound, "roomrelay serves no method "+cleanText(m.Method, 64), "")
+		ss.answerError(m.ID, rpcMethodNotFound, "roomrelay serves no method "+relay.CleanLine(m.Method, 64), "")
 	}
 	return true
 }

@@ -96,8 +96,8 @@ func (h *Hub) authAgent(ctx context.Context, r *http.Request) (*deviceRec, uint6
 
 // applyHello records what a hello says about the device.
 func (h *Hub) applyHello(d *deviceRec, hello *relay.Hello) {
-	d.AgentVersion, d.Policy, d.LastSeen = cleanText(hello.AgentVersion, maxAgentVersion), cleanPolicy(d, hello.Policy), h.cfg.Now().UTC()
-	if os := cleanText(hello.OS, maxOS); os != "" {
+	d.AgentVersion, d.Policy, d.LastSeen = relay.CleanLine(hello.AgentVersion, maxAgentVersion), cleanPolicy(d, hello.Policy), h.cfg.Now().UTC()
+	if os := relay.CleanLine(hello.OS, maxOS); os != "" {
 		d.OS = os
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -44,10 +43,6 @@ var errDirectoryChurn = errors.New("directory churn")
 // dirMarkerTTL is how long a removed entry's purge marker stays in rr_rooms.
 const dirMarkerTTL = time.Minute
 
-// roomIDRe is the policy's room id syntax (allowlist: 1–128 of A–Z a–z 0–9
-// . _ : @ -, starting with a letter or digit).
-var roomIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
-
 type roomRec struct {
 	Project   string    `json:"project"`
 	RoomID    string    `json:"room_id"`
@@ -78,7 +73,7 @@ func (h *Hub) updateDirectory(ctx context.Context, d *deviceRec, rooms []relay.R
 			h.log.Warn("device directory over its bound; the rest is ignored", "device", d.ID, "rooms", len(rooms), "max", relay.MaxDirectoryRooms)
 			break
 		}
-		if !d.hasProject(e.Project) || !roomIDRe.MatchString(e.RoomID) {
+		if !d.hasProject(e.Project) || !relay.ValidID(e.RoomID) {
 			continue
 		}
 		want[roomKey(e.Project, e.RoomID, d.ID)] = roomRec{Project: e.Project, RoomID: e.RoomID,
@@ -445,8 +440,8 @@ func (h *Hub) dirReady(ctx context.Context) error {
 // the device's presence, by name then id. A room two devices claim is
 // listed once with both in Devices and Conflict set.
 func (h *Hub) Rooms(ctx context.Context, project string) ([]hubapi.DirectoryRoom, error) {
-	if !projectRe.MatchString(project) {
-		return nil, errInvalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	if !relay.ValidID(project) {
+		return nil, errInvalid("project must be %s", relay.IDRule)
 	}
 	if err := h.dirReady(ctx); err != nil {
 		return nil, unavailable("read the room directory", err)
@@ -488,7 +483,7 @@ func (h *Hub) Rooms(ctx context.Context, project string) ([]hubapi.DirectoryRoom
 // device does not serve it (the caller learns nothing more); a room two
 // devices claim is refused rather than routed at random.
 func (h *Hub) ResolveRoom(ctx context.Context, project, room string) (string, *relay.Error) {
-	if !projectRe.MatchString(project) || !roomIDRe.MatchString(room) {
+	if !relay.ValidID(project) || !relay.ValidID(room) {
 		return "", relay.RoomNotFound(clipName(room))
 	}
 	if err := h.dirReady(ctx); err != nil {

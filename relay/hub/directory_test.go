@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,5 +136,46 @@ func TestCommandRefusesOversizedIDs(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the valid command never reached the device")
+	}
+}
+
+// TestIDsAndTextFollowRelaysRules: the hub applies relay.ValidID to
+// project, room and command ids (its own copy of the pattern refused '@',
+// which relay.ValidID, the device's policy and its room store accept) and
+// relay.CleanLine to what a device says about itself (its old cleaner kept
+// bidi controls, so an OS could read "exe.png" reversed).
+func TestIDsAndTextFollowRelaysRules(t *testing.T) {
+	th := startHub(t, Config{})
+	ctx := context.Background()
+	const project = "team@corp.example"
+	dev, tok := th.enroll(project) // Pair refused the project before
+	hello := helloFor(dev)
+	hello.OS = "linux\u202egnp.exe"
+	hello.AgentVersion = "1.0\u2066-rc\x1b[1m"
+	hello.Policy = []relay.ProjectPolicy{{Project: project, Commands: []string{relay.CmdReadRoom}}}
+	hello.Rooms = []relay.RoomEntry{{Project: project, RoomID: "room@1", Name: "Standup"}}
+	a := dialAgentHello(t, th.wsURL(), tok, hello)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+
+	waitFor(t, "the room in the directory", func() bool {
+		rs, err := th.Rooms(ctx, project)
+		return err == nil && len(rs) == 1 && rs[0].RoomID == "room@1"
+	})
+	if d, e := th.ResolveRoom(ctx, project, "room@1"); e != nil || d != dev {
+		t.Fatalf("resolve room@1 in %s: %q %v", project, d, e)
+	}
+	args := json.RawMessage(`{"room_id":"room@1"}`)
+	res, status := th.command(dev, hubapi.CommandRequest{ID: "cmd@1", ProjectID: project, Name: relay.CmdReadRoom, Args: args})
+	if status != http.StatusOK || !res.OK || string(res.Result) != string(args) {
+		t.Fatalf("command cmd@1 to %s: status %d %+v", project, status, res.Error)
+	}
+	if _, err := th.Rooms(ctx, "bad id"); err == nil || !strings.Contains(err.Error(), relay.IDRule) {
+		t.Errorf("a malformed project: %v, want the rule %q named", err, relay.IDRule)
+	}
+
+	rec := th.deviceRecord(dev)
+	if rec.OS != "linuxgnp.exe" || rec.AgentVersion != "1.0-rc[1m" {
+		t.Errorf("device record keeps OS %q and agent version %q, want the hidden runes dropped", rec.OS, rec.AgentVersion)
 	}
 }

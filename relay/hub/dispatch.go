@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -145,18 +142,6 @@ func cleanPolicy(d *deviceRec, pol []relay.ProjectPolicy) []relay.ProjectPolicy 
 		out = append(out, relay.ProjectPolicy{Project: p.Project, Commands: cmds})
 	}
 	return out
-}
-
-// cleanText is a device-reported string without control characters, cut
-// to max bytes, so it prints safely and stays small.
-func cleanText(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return -1
-		}
-		return r
-	}, s)
-	return relay.CutUTF8(s, max)
 }
 
 // parsePolicy accepts {"policy":[...]} or a bare [...].

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -77,7 +78,7 @@ func (h *Hub) DeviceActive(ctx context.Context, device, project string) error {
 }
 
 // ValidProject reports whether p is a well-formed project id.
-func ValidProject(p string) bool { return projectRe.MatchString(p) }
+func ValidProject(p string) bool { return relay.ValidID(p) }
 
 // Admin guards fn with the admin token, as the hub's own admin endpoints.
 func (h *Hub) Admin(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {

@@ -57,8 +57,8 @@ func unavailable(what string, err error) error { return &unavailableError{what, 
 
 // Pair issues a one-time pairing code for project; ttl 0 is the default.
 func (h *Hub) Pair(ctx context.Context, project string, ttl time.Duration) (*hubapi.PairingCode, error) {
-	if !projectRe.MatchString(project) {
-		return nil, errInvalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	if !relay.ValidID(project) {
+		return nil, errInvalid("project must be %s", relay.IDRule)
 	}
 	if ttl < 0 || ttl > MaxPairingTTL {
 		return nil, errInvalid("ttl_seconds must be between 1 and %d", int(MaxPairingTTL/time.Second))
@@ -151,11 +151,11 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 		out = hubapi.Enrollment{DeviceID: d.ID, Token: deviceToken, Project: pr.Project, Projects: d.Projects}
 	} else {
 		token := newSecret("rrd_")
-		name := cleanText(req.DeviceName, 100)
+		name := relay.CleanLine(req.DeviceName, 100)
 		if name == "" {
 			name = devID
 		}
-		d := deviceRec{ID: devID, Name: name, OS: cleanText(req.OS, maxOS), Projects: []string{pr.Project}, CreatedAt: h.cfg.Now().UTC()}
+		d := deviceRec{ID: devID, Name: name, OS: relay.CleanLine(req.OS, maxOS), Projects: []string{pr.Project}, CreatedAt: h.cfg.Now().UTC()}
 		if err := h.st.createDevice(ctx, d, token); err != nil {
 			return nil, h.enrollFailed(ctx, code, devID, err)
 		}
@@ -358,16 +358,16 @@ func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
 		return &relay.Result{ID: c.ID, Error: relay.Errorf(code, format, a...)}
 	}
 	switch {
-	case !commandIDRe.MatchString(c.ID):
-		return fail(relay.CodeInvalidArgs, "id must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	case !relay.ValidID(c.ID):
+		return fail(relay.CodeInvalidArgs, "id must be %s", relay.IDRule)
 	case c.Name == "":
 		return fail(relay.CodeInvalidArgs, "name is required")
 	case !relay.KnownCommand(c.Name):
-		return fail(relay.CodeCommandNotAllowed, "%q is not a roomrelay command (known: %v)", truncate(c.Name, 64), relay.CommandNames())
+		return fail(relay.CodeCommandNotAllowed, "%q is not a roomrelay command (known: %v)", relay.Clip(c.Name, 64), relay.CommandNames())
 	case c.Project == "":
 		return fail(relay.CodeInvalidArgs, "project_id is required")
-	case !projectRe.MatchString(c.Project):
-		return fail(relay.CodeInvalidArgs, "project_id must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	case !relay.ValidID(c.Project):
+		return fail(relay.CodeInvalidArgs, "project_id must be %s", relay.IDRule)
 	case len(c.Args) > 0 && !isObject(c.Args):
 		return fail(relay.CodeInvalidArgs, "args must be a JSON object")
 	case !utf8.Valid(c.Args):
@@ -377,7 +377,7 @@ func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
 	case c.Timeout < 0 || c.Timeout > MaxCommandTimeout:
 		return fail(relay.CodeInvalidArgs, "timeout_ms must be between 1 and %d", MaxCommandTimeout.Milliseconds())
 	case !deviceIDRe.MatchString(c.Device):
-		return fail(relay.CodeNotFound, "no device %s is enrolled on this hub", truncate(c.Device, 64))
+		return fail(relay.CodeNotFound, "no device %s is enrolled on this hub", relay.Clip(c.Device, 64))
 	}
 	if err := checkArgIDs(c.Args); err != nil {
 		return &relay.Result{ID: c.ID, Error: err}
@@ -401,7 +401,7 @@ func (h *Hub) Command(ctx context.Context, c Call) (result *relay.Result) {
 		c.Caller = "the hub's admin API"
 	}
 	cmd := relay.Command{ID: c.ID, ProjectID: c.Project, Name: c.Name, Args: c.Args,
-		Deadline: h.cfg.Now().Add(c.Timeout).UTC(), Caller: cleanText(c.Caller, relay.MaxCallerBytes)}
+		Deadline: h.cfg.Now().Add(c.Timeout).UTC(), Caller: relay.CleanLine(c.Caller, relay.MaxCallerBytes)}
 	// The agent reads frames up to the same limit: a command whose frame
 	// is larger would make it drop its socket.
 	// (The envelope beyond the args is under 1 KiB: encode only near it.)
@@ -443,13 +443,6 @@ func checkArgIDs(args json.RawMessage) *relay.Error {
 		}
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 func isObject(raw json.RawMessage) bool {

@@ -42,7 +42,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 		limit = maxDirectoryData
 	}
 	if len(ev.Data) > limit {
-		s.log().Warn("event too large; dropped", "event", truncate(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
+		s.log().Warn("event too large; dropped", "event", relay.Clip(ev.Event, 64), "bytes", len(ev.Data), "max", limit)
 		s.h.metrics.event(ev.Event, evDropped)
 		return
 	}
@@ -58,7 +58,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 	}
 	if !s.takeEvent() {
 		if !waitedFor[ev.Event] {
-			s.log().Debug("event rate exceeded; dropped an event the hub does not use", "event", truncate(ev.Event, 64))
+			s.log().Debug("event rate exceeded; dropped an event the hub does not use", "event", relay.Clip(ev.Event, 64))
 			s.h.metrics.event(ev.Event, evDropped)
 			return
 		}

@@ -242,9 +242,7 @@ func newID(prefix string) string {
 
 var (
 	// Device ids become NATS subject tokens: no dots, wildcards or spaces.
-	deviceIDRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	projectRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-	commandIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	deviceIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	// KV keys allow [-/_=.a-zA-Z0-9]; proposal ids outside that are not indexed.
 	kvKeyRe     = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
 	eventNameRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

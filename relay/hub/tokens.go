@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -64,8 +65,8 @@ var tokenNameOK = func(s string) bool {
 // CreateClientToken issues a token for project with scope read or write and
 // returns it once, with its secret.
 func (h *Hub) CreateClientToken(ctx context.Context, project, scope, name string) (*hubapi.ClientToken, error) {
-	if !projectRe.MatchString(project) {
-		return nil, errInvalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+	if !relay.ValidID(project) {
+		return nil, errInvalid("project must be %s", relay.IDRule)
 	}
 	if scope != hubapi.ScopeRead && scope != hubapi.ScopeWrite {
 		return nil, errInvalid("scope must be %q or %q (write implies read)", hubapi.ScopeRead, hubapi.ScopeWrite)

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/dop251/goja"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // The console a snippet writes to: the first lines are kept for the
@@ -34,7 +36,7 @@ func (c *consoleSink) log(level string, args []goja.Value) {
 			break
 		}
 	}
-	c.lines = append(c.lines, truncate(b.String(), maxConsoleLineLen))
+	c.lines = append(c.lines, relay.Clip(b.String(), maxConsoleLineLen))
 }
 
 // formatArg renders a console argument; the prelude already turned objects
@@ -44,7 +46,7 @@ func formatArg(v goja.Value) string {
 		return "undefined"
 	}
 	if s, ok := v.(goja.String); ok {
-		return truncate(s.String(), maxConsoleLineLen)
+		return relay.Clip(s.String(), maxConsoleLineLen)
 	}
 	if _, isObj := v.(*goja.Object); isObj {
 		return "[object]"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
@@ -97,7 +98,7 @@ func describe(v goja.Value) string {
 		msg := o.Get("message")
 		name := o.Get("name")
 		if msg != nil && !goja.IsUndefined(msg) {
-			s := truncate(exportString(msg), 500)
+			s := relay.Clip(exportString(msg), 500)
 			if n := exportString(name); n != "" {
 				s = n + ": " + s
 			}
@@ -105,7 +106,7 @@ func describe(v goja.Value) string {
 		}
 		return "a non-Error object was thrown"
 	}
-	return truncate(v.String(), 500)
+	return relay.Clip(v.String(), 500)
 }
 
 // exportString is v when it is a string, "" otherwise (without exporting

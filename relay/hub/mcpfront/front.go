@@ -21,12 +21,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/roomrelay/roomrelay/internal/keyrate"
 	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
@@ -273,20 +273,12 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 
 // tokenLimiter is a token bucket per client token (this node only).
 type tokenLimiter struct {
-	perSec float64
-	burst  float64
-	now    func() time.Time
-	mu     sync.Mutex
-	b      map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
+	rate    keyrate.Rate
+	buckets *keyrate.Buckets
 }
 
 func newTokenLimiter(perMin, burst int, now func() time.Time) *tokenLimiter {
-	return &tokenLimiter{perSec: float64(perMin) / 60, burst: float64(burst), now: now, b: map[string]*bucket{}}
+	return &tokenLimiter{rate: keyrate.Per(perMin, time.Minute, burst), buckets: keyrate.New(10_000, now)}
 }
 
 // allow takes one call from id's bucket, or says how long to wait.
@@ -295,25 +287,5 @@ func (l *tokenLimiter) allow(id string) (bool, time.Duration) { return l.allowN(
 // allowN takes n calls from id's bucket, all or none, or says how long to
 // wait for them.
 func (l *tokenLimiter) allowN(id string, n int) (bool, time.Duration) {
-	need := float64(n)
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.b[id]
-	if b == nil {
-		if len(l.b) >= 10_000 {
-			clear(l.b) // bounded memory; every bucket starts full again
-		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.b[id] = b
-	}
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(l.burst, b.tokens+d.Seconds()*l.perSec)
-		b.last = now
-	}
-	if b.tokens >= need {
-		b.tokens -= need
-		return true, 0
-	}
-	return false, time.Duration((need - b.tokens) / l.perSec * float64(time.Second))
+	return l.buckets.Take(id, l.rate, n)
 }

@@ -119,7 +119,7 @@ func (f *Front) begin(ctx context.Context, req *mcp.CallToolRequest, tool string
 	if c.client == nil { // cannot happen behind authenticate
 		return c, c.fail(relay.Errorf(relay.CodeNotEnrolled, "no client token"))
 	}
-	if !c.client.OAuth { // a grant's use is recorded by its refreshes
+	if !c.client.OAuth { // an OAuth grant's use is recorded as its token is verified (oauth/grantuse.go)
 		f.hub.NoteClientUse(context.WithoutCancel(ctx), c.client.TokenID)
 	}
 	if writeTool(tool) && !c.client.CanWrite() && c.client.OAuth {

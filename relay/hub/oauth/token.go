@@ -449,5 +449,6 @@ func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, err
 			return nil, err
 		}
 	}
+	s.noteGrantUse(ctx, g)
 	return &hub.Client{TokenID: g.ID, Name: g.ClientName, Project: g.Project, Scope: a.Scope, OAuth: true, Device: g.Device}, nil
 }

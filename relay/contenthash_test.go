@@ -47,6 +47,8 @@ func contentHashCorpus() []contentHashVector {
 		{Name: "ascii order", Files: map[string]string{"b": "1", "a": "2", "A": "3", "a/b": "4", "a-b": "5", "a.b": "6", "a b": "7"}},
 		{Name: "netstring delimiters inside", Files: map[string]string{"1:a,": "1:x,", "src/,:.ts": "0:,"}},
 		{Name: "twelve files (count 12, 10 before 2)", Files: many},
+		{Name: "CRLF line ends (hashed as they are)", Files: map[string]string{"src/App.tsx": "export default function App() {\r\n  return null\r\n}\r\n"}},
+		{Name: "LF line ends (the same file with LF: another hash)", Files: map[string]string{"src/App.tsx": "export default function App() {\n  return null\n}\n"}},
 		{Name: "non-ascii content (bytes, not characters)", Files: map[string]string{"src/App.tsx": "// é ☕ 😀 \u202e bidi\r\n\x00end"}},
 		{Name: "NFC name", Files: map[string]string{"src/caf\u00e9.ts": "1"}},
 		{Name: "NFD name", Files: map[string]string{"src/cafe\u0301.ts": "1"}},

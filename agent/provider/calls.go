@@ -237,12 +237,20 @@ func (a *App) AppFiles(ctx context.Context, projectID, roomID, instanceID string
 	return r.Files, nil
 }
 
+// BuildStateTimeout bounds apps.set_build_state (a sooner deadline of the
+// caller's stands).
+const BuildStateTimeout = 30 * time.Second
+
 // SetBuildState tells an app with the build_state capability the outcome
 // of a smoke-run; an app without it keeps no build state (nothing is sent).
 func (a *App) SetBuildState(ctx context.Context, projectID, roomID, instanceID, contentHash string, b rooms.Build) error {
 	if caps, _ := a.caps(); !caps.BuildState {
 		return nil
 	}
+	// After an approval's smoke-run the caller's context has no deadline:
+	// an app that never answers must not hold a request slot for ever.
+	ctx, cancel := context.WithTimeout(ctx, BuildStateTimeout)
+	defer cancel()
 	params := map[string]any{"project": projectID, "room_id": roomID, "instance_id": instanceID, "content_hash": contentHash,
 		"state": b.State, "phase": b.Phase, "summary": b.Summary, "checked_at": b.CheckedAt.UTC().Format(time.RFC3339Nano)}
 	return a.ask(ctx, MethodSetBuildState, params, appNotFound(instanceID, roomID), nil)

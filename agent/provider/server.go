@@ -314,7 +314,7 @@ func (s *Server) call(ctx context.Context, method string, params map[string]any)
 	case <-ss.done:
 		return nil, ss.failure()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a free request slot to the desktop app: %w", ctx.Err())
+		return nil, s.ended(ctx, method, true)
 	}
 	id := "rr-" + strconv.FormatUint(s.seq.Add(1), 10)
 	if dl, ok := ctx.Deadline(); ok {
@@ -342,8 +342,26 @@ func (s *Server) call(ctx context.Context, method string, params map[string]any)
 	case <-ctx.Done():
 		cancel, _ := json.Marshal(map[string]string{"id": id})
 		_ = ss.write(&message{JSONRPC: "2.0", Method: MethodCancel, Params: cancel})
-		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
+		return nil, s.ended(ctx, method, false)
 	}
+}
+
+// ended is the error of a call whose context ended first, in roomrelay's
+// own words and never Go's (the cloud caller sees it): expired past the
+// deadline (after $/cancelRequest was sent, unless the call still waited for
+// a free slot); internal when cancelled (the caller went away, the agent
+// stops).
+func (s *Server) ended(ctx context.Context, method string, waiting bool) *relay.Error {
+	if waiting {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return relay.Errorf(relay.CodeExpired, "the command's deadline passed while %s waited for a free request slot to the desktop app (%d in flight)", method, s.cfg.MaxInFlight)
+		}
+		return relay.Errorf(relay.CodeInternal, "%s was cancelled while it waited for a free request slot to the desktop app", method)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return relay.Errorf(relay.CodeExpired, "the desktop app did not answer %s before the command's deadline", method)
+	}
+	return relay.Errorf(relay.CodeInternal, "%s was cancelled before the desktop app answered", method)
 }
 
 // errAppError marks an error answer of the app (rpcError) for errors.As.

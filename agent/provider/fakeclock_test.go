@@ -1,12 +1,19 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/roomrelay/roomrelay/agent/rooms"
+	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestInstallBackoffSchedule (#28 §1.2): an app that fails every install
@@ -131,5 +138,74 @@ func TestInstallsInParallelByRoom(t *testing.T) {
 		if got := ids(3); len(got) != 5 || got[4] != props[2].ID {
 			t.Fatalf("delivered %v, want a2 last", got)
 		}
+	})
+}
+
+// TestUnansweredReadAtTheDeadline (#28 §1.7): a rooms.read the app never
+// answers, under the cloud's default command deadline (30 s), is cancelled
+// with $/cancelRequest at exactly 30 s, and the caller's error is expired in
+// roomrelay's words: no Go error text ("context deadline exceeded") for the
+// cloud to see.
+func TestUnansweredReadAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts := startPipeServer(t, nil)
+		var mu sync.Mutex
+		cancelAt := time.Duration(-1)
+		var start time.Time
+		app := connectApp(t, ts, allCaps, func(*fakeApp, message) string { return "" }) // never answers
+		go func() {
+			for {
+				if len(app.received(MethodCancel)) > 0 {
+					mu.Lock()
+					cancelAt = time.Since(start)
+					mu.Unlock()
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		start = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), hubapi.DefaultCommandTimeout)
+		defer cancel()
+		_, err := ts.App().ReadRoom(ctx, "p1", "r1")
+		failedAt := time.Since(start)
+		synctest.Wait()
+		time.Sleep(10 * time.Millisecond)
+		re := relay.AsError(err)
+		if re.Code != relay.CodeExpired || strings.Contains(re.Message, "context") || !strings.Contains(re.Message, "did not answer rooms.read before the command's deadline") {
+			t.Fatalf("error %q, want expired in roomrelay's words", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if failedAt != 30*time.Second || cancelAt < 30*time.Second || cancelAt > 30*time.Second+2*time.Millisecond {
+			t.Fatalf("failed at %v, $/cancelRequest at %v; want both at 30 s", failedAt, cancelAt)
+		}
+	})
+}
+
+// TestSetBuildStateIsBounded: after an approval's smoke-run the daemon tells
+// the app with a context that has no deadline; an app that never answers
+// gets $/cancelRequest after BuildStateTimeout and the call ends (it held a
+// request slot for ever before).
+func TestSetBuildStateIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts := startPipeServer(t, nil)
+		app := connectApp(t, ts, allCaps, func(*fakeApp, message) string { return "" }) // never answers
+		start := time.Now()
+		errc := make(chan error, 1)
+		go func() {
+			errc <- ts.App().SetBuildState(context.Background(), "p1", "r1", "a1", strings.Repeat("0", 64), rooms.Build{State: rooms.BuildOK})
+		}()
+		var err error
+		select {
+		case err = <-errc:
+		case <-time.After(time.Hour):
+			t.Fatal("apps.set_build_state still waits after an hour")
+		}
+		if took := time.Since(start); relay.AsError(err).Code != relay.CodeExpired || took != BuildStateTimeout {
+			t.Fatalf("err %v after %v, want expired after %v", err, took, BuildStateTimeout)
+		}
+		synctest.Wait()
+		testutil.Eventually(t, "$/cancelRequest", func() bool { return len(app.received(MethodCancel)) == 1 })
 	})
 }

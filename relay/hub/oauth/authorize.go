@@ -3,14 +3,17 @@ package oauth
 import (
 	"context"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -29,6 +32,12 @@ var (
 func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ctx := r.Context()
+	if ok, wait := s.authLim.take(hub.ClientPrefix(s.hub.ClientAddr(r))); !ok {
+		s.m.authorizations.WithLabelValues(string(codeRateLimited)).Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+		s.localError(w, http.StatusTooManyRequests, fmt.Sprintf("More than %d sign-in pages a minute were opened from this network. Wait a minute, then start again from your MCP client.", authorizePerPrefx))
+		return
+	}
 	clientID := q.Get("client_id")
 	var c *clientRec
 	var err error
@@ -108,11 +117,8 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		Challenge: q.Get("code_challenge"), Resource: s.resource, Scope: scope, BrowserHash: hashSecret("browser", browser),
 		CSRF: newSecret(""), UserCodeHash: userCodeHash(userCode), Addr: s.hub.ClientAddr(r),
 		UserAgent: cut(r.UserAgent(), 200), CreatedAt: now, ExpiresAt: now.Add(s.cfg.RequestTTL)}
-	if err := createRec(ctx, s.st, requestKey(p.ID), p, 0); err != nil {
-		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the request. Retry in a moment.")
-		return
-	}
-	if uk := userCodeKey(userCode); storeErr(s.st.Create(ctx, uk.t, uk.k, []byte(p.ID), 0)) != nil { // the request id, raw
+	if err := s.storePending(ctx, p, userCode); err != nil {
+		s.logs.Log(slog.LevelError, "oauth request not stored", "err", err)
 		s.localError(w, http.StatusServiceUnavailable, "The hub could not store the request. Retry in a moment.")
 		return
 	}
@@ -303,6 +309,7 @@ func (s *Server) serveDecision(w http.ResponseWriter, r *http.Request) {
 // issues one code); false means the answer was written.
 func (s *Server) finish(w http.ResponseWriter, r *http.Request, p *pendingRec, rev uint64, state string) bool {
 	p.Decided = state
+	s.pending.acted(p.ID)
 	if err := putRec(r.Context(), s.st, requestKey(p.ID), p, rev); err != nil {
 		if isConflict(err) {
 			s.localError(w, http.StatusConflict, "This request was already decided. Start again from your MCP client if you need to.")

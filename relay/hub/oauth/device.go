@@ -124,6 +124,7 @@ func (s *Server) handleDevicePost(w http.ResponseWriter, r *http.Request, dev *h
 	} else {
 		p.Decided = stateDenied
 	}
+	s.pending.acted(p.ID)
 	if err := putRec(r.Context(), s.st, requestKey(p.ID), p, rev); err != nil {
 		if isConflict(err) {
 			return errDecided

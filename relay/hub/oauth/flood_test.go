@@ -216,3 +216,29 @@ func TestRegistrationFloodFullBucket(t *testing.T) {
 		t.Fatal("a sign-in after the flood")
 	}
 }
+
+// TestAuthorizeFloodBounded (#29.2, real NATS): a stranger opening
+// consent pages in a loop stores at most a prefix's few unacted requests;
+// the known user then signs in.
+func TestAuthorizeFloodBounded(t *testing.T) {
+	ta := startAS(t, nil)
+	client := ta.register("http://127.0.0.1/callback")
+	before := ta.bucketBytes(flowBucket)
+	u := ta.authorizeURL(authReq{client: client, redirect: "http://127.0.0.1:5000/callback"})
+	res := flood(t, fromAddr(t, "127.0.0.2"), 3000, 15*time.Second, func(int) *http.Request {
+		r, _ := http.NewRequest(http.MethodGet, u, nil)
+		return r
+	})
+	after := ta.bucketBytes(flowBucket)
+	t.Logf("consent flood: %d pages in %v (%v), the flow bucket %d -> %d bytes (+%d)",
+		res.sent, res.took.Round(time.Millisecond), res.byStatus, before, after, int64(after)-int64(before))
+	if res.byStatus[http.StatusTooManyRequests] == 0 {
+		t.Errorf("the consent pages were not rate-limited: %v", res.byStatus)
+	}
+	if grown := int64(after) - int64(before); grown > 64<<10 {
+		t.Errorf("a stranger's consent pages left %d bytes in the flow bucket", grown)
+	}
+	if _, tok := ta.fullFlow("read"); ta.mcpStatus(tok["access_token"].(string)) == 401 {
+		t.Fatal("the known user's sign-in after the flood")
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
 // Flow control for what strangers can call without signing in (#29):
@@ -26,6 +28,9 @@ const (
 	registerPerAggr   = 5   // registrations per aggregate: this many times the per-prefix rate
 	authorizePerPrefx = 30  // consent pages per prefix and minute
 )
+
+func clientPrefixOf(addr string) string    { return hub.ClientPrefix(addr) }
+func clientAggregateOf(addr string) string { return hub.ClientAggregate(addr) }
 
 // rateLimited answers 429 with the rule that refused and when to retry.
 func (s *Server) rateLimited(w http.ResponseWriter, wait time.Duration, rule string) {

@@ -141,6 +141,7 @@ type Server struct {
 	authLim  *rateLimiter // consent pages per client prefix
 	logs     *logLimiter  // lines a stranger's request can cause
 	evictor  clientEvictor
+	pending  *pendingIndex // this node's unacted consent pages
 	m        *metrics
 	cimd     *cimdFetcher // nil: CIMD off
 	guesses  *guessGuard  // device-approval code guessing (guess.go)
@@ -200,6 +201,7 @@ func New(cfg Config) (*Server, error) {
 		grantLim: newRateLimiter(tokenPerGrant, time.Minute, cfg.Now),
 		authLim:  newRateLimiter(authorizePerPrefx, time.Minute, cfg.Now),
 		guesses:  newGuessGuard(cfg.Now, cfg.RequestTTL)}
+	s.pending = &pendingIndex{capTotal: pendingCap}
 	s.logs = newLogLimiter(s.log, 20, time.Minute, cfg.Now)
 	s.m = newMetrics(cfg.Hub.Registerer())
 	if len(cfg.CIMDHosts) > 0 {

@@ -128,9 +128,6 @@ func del(ctx context.Context, st Store, k key, rev uint64) error {
 	return st.Delete(ctx, k.t, k.k, rev)
 }
 
-// storeErr drops a write's revision.
-func storeErr(_ uint64, err error) error { return err }
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

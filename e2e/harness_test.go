@@ -140,7 +140,7 @@ var tsBuild struct {
 
 // compileTSClient compiles clients/ts (tsc -p, into its dist/) once per
 // test process: its suites and the example desktop app run the output.
-func compileTSClient(t *testing.T, dir string) {
+func compileTSClient(t testing.TB, dir string) {
 	t.Helper()
 	tsBuild.once.Do(func() {
 		tsBuild.out, tsBuild.err = exec.Command("node", filepath.Join(dir, "node_modules", "typescript", "bin", "tsc"), "-p", dir).CombinedOutput()

@@ -7,14 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
@@ -231,57 +229,5 @@ func TestProviderApp(t *testing.T) {
 	})
 	if len(installed) != 1 || installed[prop.ProposalID] != approved.InstanceID {
 		t.Fatalf("installed %v", installed)
-	}
-}
-
-// BenchmarkProviderReadRoom compares read_room end to end, MCP → hub →
-// agent → room data, with the room in the builtin store and in the desktop
-// app (over the provider websocket on a unix socket). It reports p50/p99.
-//
-//	go test -run '^$' -bench ProviderReadRoom -benchtime 2000x ./e2e
-func BenchmarkProviderReadRoom(b *testing.B) {
-	h := startHub(b, hub.Config{DataDir: b.TempDir()})
-	setup := func(app bool) *device {
-		dv := enroll(b, h, "p")
-		if err := os.MkdirAll(filepath.Dir(dv.policyPath()), 0o700); err != nil {
-			b.Fatal(err)
-		}
-		pol := "version 1\n"
-		if app {
-			pol += "provider app\n"
-		}
-		pol += "project p\n  enabled yes\n  commands read_room\n  rate 1000000/min burst 100000\n"
-		if err := os.WriteFile(dv.policyPath(), []byte(pol), 0o600); err != nil {
-			b.Fatal(err)
-		}
-		dv.start(b, h.URL())
-		waitState(b, h, dv.id, hubapi.StateOnline)
-		if app {
-			connectDesktopApp(b, serveProvider(b, dv), map[string]string{})
-		} else {
-			seedRoom(b, dv, "p", "r-builtin")
-		}
-		return dv
-	}
-	builtin, app := setup(false), setup(true)
-	tok := clientToken(b, h, "p", hubapi.ScopeRead)
-	cs := mcpSession(b, h, tok.Token, nil)
-	eventually(b, "both rooms in the directory", func() bool { return len(listRooms(b, cs)) == 2 })
-	_, _ = builtin, app
-	for _, room := range []string{"r-builtin", "r-app"} {
-		b.Run(room, func(b *testing.B) {
-			lat := make([]time.Duration, 0, b.N)
-			for b.Loop() {
-				t := time.Now()
-				r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: relay.CmdReadRoom, Arguments: map[string]any{"room_id": room}})
-				lat = append(lat, time.Since(t))
-				if err != nil || r.IsError {
-					b.Fatalf("read_room %s: %v %v", room, err, r)
-				}
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-		})
 	}
 }

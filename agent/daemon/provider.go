@@ -112,14 +112,30 @@ func (d *Daemon) appNotifies() bool {
 }
 
 // readRoom is read_room: the provider's summary, with the pending proposals
-// roomrelay's own store holds.
+// roomrelay's own store holds. With the app as provider the count runs
+// while the app answers, not after: the app is another process, and the
+// query (SQLite parses it each time) added its time to every read's round
+// trip (BenchmarkProviderReadRoom, #28 §4).
 func (d *Daemon) readRoom(ctx context.Context, projectID, roomID string) (rooms.RoomSummary, error) {
-	r, err := d.source().ReadRoom(ctx, projectID, roomID)
-	if err != nil || !d.appMode() {
+	if !d.appMode() {
+		return provider.Builtin{Store: d.store}.ReadRoom(ctx, projectID, roomID)
+	}
+	type count struct {
+		n   int
+		err error
+	}
+	pending := make(chan count, 1)
+	go func() {
+		n, err := d.store.PendingProposals(ctx, roomID)
+		pending <- count{n, err}
+	}()
+	r, err := d.app.ReadRoom(ctx, projectID, roomID)
+	c := <-pending // joined before returning: the store outlives no caller
+	if err != nil {
 		return r, err
 	}
-	r.PendingProposals, err = d.store.PendingProposals(ctx, roomID)
-	return r, err
+	r.PendingProposals = c.n
+	return r, c.err
 }
 
 // readAppStatus is read_room_app_status with the install state of an app an

@@ -215,7 +215,7 @@ export class Provider extends EventEmitter {
   private rooms: ProviderRoom[];
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private readonly inFlight = new Map<string, AbortController>();
+  private readonly inFlight = new Map<string, InFlight>();
   private stopped = false;
   private backoff = 100;
   private timer?: NodeJS.Timeout;
@@ -394,18 +394,28 @@ export class Provider extends EventEmitter {
       this.send({ jsonrpc: "2.0", id, error: { code: -32000, message: "too many requests in flight", data: { code: "rate_limited" } } });
       return;
     }
-    const ac = new AbortController();
     const key = String(id);
-    this.inFlight.set(key, ac);
-    const deadline = deadlineOf(params);
-    let timer: NodeJS.Timeout | undefined;
-    if (deadline) timer = setTimeout(() => ac.abort(new RoomrelayError("timeout", "the command's deadline passed")), Math.max(0, deadline.getTime() - Date.now()));
-    this.emit("request", { id, method, params });
+    const call = new InFlight(deadlineOf(params));
+    this.inFlight.set(key, call);
+    if (this.listenerCount("request") > 0) this.emit("request", { id, method, params });
+    const ctx: RequestContext = {
+      id,
+      method,
+      // Made on first use: most handlers answer at once and never look, and
+      // an AbortController and a deadline timer per request were a good part
+      // of this client's time per read (BenchmarkProviderReadRoom, #28 §4).
+      get signal() {
+        return call.signal;
+      },
+      deadline: call.deadline,
+    };
     try {
-      const result = await fn(params ?? {}, { id, method, signal: ac.signal, deadline });
-      if (!ac.signal.aborted) this.send({ jsonrpc: "2.0", id, result: result ?? {} });
+      const out = fn(params ?? {}, ctx);
+      // A handler that answers synchronously is answered in the same tick.
+      const result = isThenable(out) ? await out : out;
+      if (!call.expired()) this.send({ jsonrpc: "2.0", id, result: result ?? {} });
     } catch (err) {
-      if (ac.signal.aborted && !(err instanceof ProviderError)) return; // canceled: roomrelay no longer waits
+      if (call.expired() && !(err instanceof ProviderError)) return; // canceled: roomrelay no longer waits
       const code = err instanceof ProviderError ? err.code : ProviderErrorCodes.INTERNAL;
       const message = err instanceof ProviderError ? err.message : "the app failed to answer";
       // Answer first: roomrelay must not wait for a deadline because the
@@ -413,7 +423,7 @@ export class Provider extends EventEmitter {
       this.send({ jsonrpc: "2.0", id, error: { code: -32000, message, data: { code } } });
       if (!(err instanceof ProviderError)) this.report(err instanceof Error ? err : new Error(`a ${method} handler threw ${String(err)}`));
     } finally {
-      clearTimeout(timer);
+      call.done();
       this.inFlight.delete(key);
     }
   }
@@ -424,7 +434,7 @@ export class Provider extends EventEmitter {
     this.hello = undefined;
     for (const [, p] of this.pending) p.reject(new RoomrelayError("agent_not_running", "provider: the connection closed", { retryable: true }));
     this.pending.clear();
-    for (const [, ac] of this.inFlight) ac.abort(new RoomrelayError("agent_not_running", "the connection closed"));
+    for (const [, call] of this.inFlight) call.abort(new RoomrelayError("agent_not_running", "the connection closed"));
     this.inFlight.clear();
     if (wasConnected) this.emit("disconnected", { code, reason });
     if (code === CLOSE_REPLACED || code === CLOSE_UNSUPPORTED_VERSION) {
@@ -463,6 +473,55 @@ export class Provider extends EventEmitter {
   private report(err: unknown): void {
     if (this.listenerCount("error") > 0) this.emit("error", err);
   }
+}
+
+/**
+ * InFlight is one request from roomrelay being handled: aborted on
+ * $/cancelRequest, at its deadline, or when the connection closes. Its
+ * AbortSignal and deadline timer exist only once the handler asks for the
+ * signal; without them the deadline is checked when the answer is ready.
+ */
+class InFlight {
+  private ac?: AbortController;
+  private timer?: NodeJS.Timeout;
+  private reason?: unknown;
+
+  constructor(readonly deadline?: Date) {}
+
+  get signal(): AbortSignal {
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.reason !== undefined) this.ac.abort(this.reason);
+      else if (this.deadline) {
+        const left = Math.max(0, this.deadline.getTime() - Date.now());
+        this.timer = setTimeout(() => this.abort(new RoomrelayError("timeout", "the command's deadline passed")), left);
+      }
+    }
+    return this.ac.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.reason !== undefined) return;
+    this.reason = reason;
+    clearTimeout(this.timer);
+    this.ac?.abort(reason);
+  }
+
+  /** expired: aborted, or past the deadline (roomrelay no longer waits for the answer). */
+  expired(): boolean {
+    if (this.reason === undefined && this.deadline && Date.now() >= this.deadline.getTime()) {
+      this.abort(new RoomrelayError("timeout", "the command's deadline passed"));
+    }
+    return this.reason !== undefined;
+  }
+
+  done(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return typeof (v as { then?: unknown } | null)?.then === "function";
 }
 
 /** deadlineOf reads params.deadline_ms, Unix milliseconds. */

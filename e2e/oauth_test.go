@@ -103,6 +103,14 @@ func (w *oauthWorld) admin(out any, args ...string) {
 const oauthAccessTTL = 3 * time.Second
 
 func startOAuthWorld(t *testing.T) *oauthWorld {
+	return startOAuthWorldWith(t, func(hubURL string) []string {
+		return []string{"--public-url", hubURL, "--heartbeat", "1s", "--oauth-access-ttl", oauthAccessTTL.String(), "--oauth-refresh-grace", "2s"}
+	})
+}
+
+// startOAuthWorldWith starts the hub with `hub --listen ADDR` and the flags
+// hubFlags gives for its URL.
+func startOAuthWorldWith(t *testing.T, hubFlags func(hubURL string) []string) *oauthWorld {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
@@ -110,8 +118,7 @@ func startOAuthWorld(t *testing.T) *oauthWorld {
 	w := &oauthWorld{t: t, bin: roomrelayBin(t), hubHome: t.TempDir(), devHome: t.TempDir(), dev2Home: t.TempDir()}
 	addr := freeLoopbackAddr(t)
 	w.hubURL = "http://" + addr
-	w.start(w.hubHome, "hub", "--listen", addr, "--public-url", w.hubURL, "--heartbeat", "1s",
-		"--oauth-access-ttl", oauthAccessTTL.String(), "--oauth-refresh-grace", "2s")
+	w.start(w.hubHome, append([]string{"hub", "--listen", addr}, hubFlags(w.hubURL)...)...)
 	eventually(t, "hub up", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {

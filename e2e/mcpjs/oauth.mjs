@@ -9,6 +9,14 @@
 // Env: ROOMRELAY_MCP_URL, ROOMRELAY_LOGIN_URL (an approver's one-time
 // login link), ROOMRELAY_PROJECT, ROOMRELAY_ACCESS_TTL_MS (the hub's
 // --oauth-access-ttl). Lines on stdout starting with { are step records.
+//
+// Without ROOMRELAY_LOGIN_URL it signs in as Claude Code does on a hub
+// nobody configured (a loopback hub started with no flags): it registers
+// http://localhost:PORT/callback with its port, nobody is an approver, so
+// the consent page's device code is approved on the laptop: it prints
+// {"step":"device_code","code":…} and waits for the line `approved` on
+// stdin, then the page's wait link goes on to the callback. The run then
+// ends after read_room (no refresh or revocation steps).
 import { createInterface } from "node:readline";
 
 // ROOMRELAY_MCP_SDK=v2 runs the v2 client package (@modelcontextprotocol/client),
@@ -23,9 +31,18 @@ const { Client, StreamableHTTPClientTransport, UnauthorizedError } = v2
     };
 
 const mcpURL = new URL(need("ROOMRELAY_MCP_URL"));
-const loginURL = need("ROOMRELAY_LOGIN_URL");
+const loginURL = process.env.ROOMRELAY_LOGIN_URL || "";
+const deviceMode = loginURL === "";
 const project = need("ROOMRELAY_PROJECT");
-const accessTTL = Number(need("ROOMRELAY_ACCESS_TTL_MS"));
+const accessTTL = deviceMode ? 0 : Number(need("ROOMRELAY_ACCESS_TTL_MS"));
+const stdinLines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+async function waitLine(want) {
+  for (;;) {
+    const { value, done } = await stdinLines.next();
+    if (done) fail(`stdin ended before the line ${want}`);
+    if (value.trim() === want) return;
+  }
+}
 
 function need(k) {
   const v = process.env[k];
@@ -72,12 +89,14 @@ class Provider {
     this.signedIn = false;
   }
   get redirectUrl() {
-    return "http://localhost:53682/callback"; // registered without the port, as Claude Code does
+    return "http://localhost:53682/callback";
   }
   get clientMetadata() {
     return {
       client_name: "roomrelay e2e (TS SDK)",
-      redirect_uris: ["http://localhost/callback"],
+      // Registered without the port (accepted: any loopback port matches), or
+      // with it, as Claude Code registers.
+      redirect_uris: [deviceMode ? "http://localhost:53682/callback" : "http://localhost/callback"],
       grant_types: ["authorization_code", "refresh_token"],
       response_types: ["code"],
       token_endpoint_auth_method: "none",
@@ -109,6 +128,7 @@ class Provider {
   // post the approval, read the code from the redirect.
   async redirectToAuthorization(url) {
     if (this.noBrowser) throw new Error("the client asked for the browser again (expected after revocation)");
+    if (deviceMode) return this.approveOnDevice(url);
     if (!this.signedIn) {
       const r = await fetch(loginURL, { redirect: "manual" });
       keep(r);
@@ -130,7 +150,28 @@ class Provider {
       body,
     });
     if (r.status !== 303) fail(`decision: ${r.status} ${await r.text()}`);
-    const loc = new URL(r.headers.get("location"));
+    this.callback(url, new URL(r.headers.get("location")));
+  }
+  // The consent page with nobody signed in: its device code, approved on
+  // the laptop (the Go test runs `roomrelay oauth approve CODE`), then the
+  // page's "continue" link, which redirects to the callback.
+  async approveOnDevice(url) {
+    const page = await fetch(url, { redirect: "manual" });
+    keep(page);
+    const html = await page.text();
+    if (page.status !== 200) fail(`consent page ${page.status}: ${html.slice(0, 300)}`);
+    const code = (html.match(/roomrelay oauth approve ([A-Z0-9]{4}-[A-Z0-9]{4})/) || [])[1];
+    const req = (html.match(/name="req" value="([^"]*)"/) || [])[1];
+    if (!code || !req) fail("no device code on the consent page: " + html.slice(0, 500));
+    step({ step: "device_code", code });
+    await waitLine("approved");
+    const wait = new URL("/oauth/authorize/wait", url);
+    wait.search = new URLSearchParams({ req, code }).toString();
+    const r = await fetch(wait, { redirect: "manual", headers: { cookie: cookie() } });
+    if (r.status !== 303) fail(`wait page after approval: ${r.status} ${await r.text()}`);
+    this.callback(url, new URL(r.headers.get("location")));
+  }
+  callback(url, loc) {
     if (loc.host !== "localhost:53682" || loc.pathname !== "/callback") fail("redirected to " + loc);
     if (loc.searchParams.get("state") !== url.searchParams.get("state")) fail("state mismatch");
     if (loc.searchParams.get("iss") !== new URL(url).origin) fail("iss " + loc.searchParams.get("iss"));
@@ -174,6 +215,10 @@ const roomId = (rooms.structuredContent?.rooms || [])[0]?.room_id;
 if (!roomId) fail("no room listed: " + text(rooms));
 await call("read_room", { room_id: roomId });
 step({ step: "read_room", room_id: roomId });
+if (deviceMode) {
+  step({ step: "done", auth_requests: authRequests, auth_ms: authMs });
+  process.exit(0);
+}
 
 // 3. The access token expires; the next call refreshes silently.
 const before = provider.tok.refresh_token;
@@ -184,8 +229,7 @@ step({ step: "refreshed", token_saves: provider.saves });
 
 // 4. The operator revokes the grant; the next call is refused.
 step({ step: "await_revoke" });
-const rl = createInterface({ input: process.stdin });
-for await (const line of rl) if (line.trim() === "revoked") break;
+await waitLine("revoked");
 provider.noBrowser = true;
 let refused = false;
 try {

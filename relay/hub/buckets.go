@@ -107,11 +107,11 @@ func (e *errReplicas) Unwrap() error { return e.err }
 func openStore(ctx context.Context, js jetstream.JetStream, replicas int, budget int64, log *slog.Logger) (*store, error) {
 	s := store{nc: js.Conn(), replicated: map[string]bool{}}
 	for _, b := range buckets {
-		r, used, err := keepReplicas(ctx, js, "KV_"+b.name, replicas, log)
+		r, have, err := keepReplicas(ctx, js, "KV_"+b.name, replicas, log)
 		if err != nil {
 			return nil, err
 		}
-		size := keepRoom(b.name, sizeOf(b.share, budget), used, log)
+		size := keepRoom(b.name, sizeOf(b.share, budget), have, log)
 		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      b.name,
 			Description: "roomrelay " + b.purpose,
@@ -131,11 +131,11 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int, budget
 		*b.field(&s) = kv
 		s.replicated[b.name] = r > 1
 	}
-	r, used, err := keepReplicas(ctx, js, streamEvents, replicas, log)
+	r, have, err := keepReplicas(ctx, js, streamEvents, replicas, log)
 	if err != nil {
 		return nil, err
 	}
-	size := keepRoom(streamEvents, sizeOf(eventsShare, budget), used, log)
+	size := keepRoom(streamEvents, sizeOf(eventsShare, budget), have, log)
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:              streamEvents,
 		Description:       "roomrelay device events",
@@ -153,40 +153,53 @@ func openStore(ctx context.Context, js jetstream.JetStream, replicas int, budget
 	return &s, nil
 }
 
+// streamSize is what an existing stream holds and its MaxBytes (both 0:
+// a new one).
+type streamSize struct{ used, max int64 }
+
 // keepReplicas returns the replica count to configure a stream with: want,
 // or more if the stream already has more (logged either way when they
-// differ), and the bytes the stream holds now (0: a new one).
-func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, want int, log *slog.Logger) (int, int64, error) {
+// differ), and its size now.
+func keepReplicas(ctx context.Context, js jetstream.JetStream, stream string, want int, log *slog.Logger) (int, streamSize, error) {
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return want, 0, nil
+		return want, streamSize{}, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("look up stream %s: %w", stream, err)
+		return 0, streamSize{}, fmt.Errorf("look up stream %s: %w", stream, err)
 	}
 	info := st.CachedInfo()
-	used := int64(info.State.Bytes)
+	sz := streamSize{used: int64(info.State.Bytes), max: info.Config.MaxBytes}
 	have := info.Config.Replicas
 	switch {
 	case have > want:
 		log.Info("keeping a stream's higher replica count", "stream", stream, "replicas", have, "asked", want)
-		return have, used, nil
+		return have, sz, nil
 	case have < want:
 		log.Info("raising a stream's replica count", "stream", stream, "from", have, "to", want)
 	}
-	return want, used, nil
+	return want, sz, nil
 }
 
 // keepRoom is the MaxBytes to configure: the budget's size, or twice what
 // the stream holds when that is more (a smaller budget, or an upgrade from
-// the larger reservations of old, must not make a bucket refuse writes).
-func keepRoom(stream string, size, used int64, log *slog.Logger) int64 {
-	if 2*used > size {
-		log.Warn("a stream holds more than its share of the storage budget allows; keeping room for it", "stream", stream,
-			"holds_bytes", used, "share_bytes", size, "max_bytes", 2*used)
-		return 2 * used
+// the larger reservations of old, must not make a bucket refuse writes),
+// but never more than the stream already had: a bucket that is full at
+// its own bound stays at that bound across restarts (it doubled at each
+// one: #29 "also seen"; what fills it evicts or is bounded instead).
+func keepRoom(stream string, size int64, have streamSize, log *slog.Logger) int64 {
+	if 2*have.used <= size {
+		return size
 	}
-	return size
+	room := 2 * have.used
+	if have.max > 0 && room > have.max {
+		room = max(size, have.max)
+	}
+	if room != size {
+		log.Warn("a stream holds more than its share of the storage budget allows; keeping room for it", "stream", stream,
+			"holds_bytes", have.used, "share_bytes", size, "max_bytes", room)
+	}
+	return room
 }
 
 // errStorage is a placement refused because the servers lack the storage

@@ -274,3 +274,21 @@ func TestMemRotatedRecordLivesOnlyItsGrace(t *testing.T) {
 		t.Fatal("a reuse after the grace (its record gone) did not revoke the grant")
 	}
 }
+
+// TestCallerNameSaysUnverified (#29 "also seen"): the name a
+// self-registered client gave itself reached the owner's review card
+// (the command's caller) as if verified.
+func TestCallerNameSaysUnverified(t *testing.T) {
+	m := newMemAS(t, nil)
+	tok, err := m.exchange("rrcl-a", m.code("rrcl-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.s.VerifyAccess(t.Context(), tok.AccessToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "unverified: Test" {
+		t.Fatalf("the caller's name: %q", c.Name)
+	}
+}

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -450,5 +452,18 @@ func (s *Server) VerifyAccess(ctx context.Context, tok string) (*hub.Client, err
 		}
 	}
 	s.noteGrantUse(ctx, g)
-	return &hub.Client{TokenID: g.ID, Name: g.ClientName, Project: g.Project, Scope: a.Scope, OAuth: true, Device: g.Device}, nil
+	return &hub.Client{TokenID: g.ID, Name: shownName(g), Project: g.Project, Scope: a.Scope, OAuth: true, Device: g.Device}, nil
+}
+
+// shownName is a grant's client as the device's owner reads it (the
+// proposal's review card, the command's caller): a self-registered
+// client's name is what it said of itself, and says so first (the caller
+// is cut to relay.MaxCallerBytes, so the mark must not be what is cut); a
+// client ID metadata document's was published on a host the operator
+// allowed, which it names.
+func shownName(g *grantRec) string {
+	if u, err := url.Parse(g.Client); err == nil && u.Scheme == "https" {
+		return relay.CutUTF8(relay.CutUTF8(g.ClientName, 60)+" (published at "+u.Host+")", 100)
+	}
+	return "unverified: " + relay.CutUTF8(g.ClientName, 80)
 }

@@ -50,6 +50,9 @@ type desktopApp struct {
 	mu        sync.Mutex
 	installed map[string]string // proposal id → instance id
 	requests  []string
+	// hold, when set, receives the id of each rooms.read, which is then
+	// never answered; cancels receives the id each $/cancelRequest names.
+	hold, cancels chan string
 }
 
 func connectDesktopApp(t testing.TB, sock string, installed map[string]string) *desktopApp {
@@ -103,11 +106,29 @@ func (app *desktopApp) serve() {
 				ContentHash string            `json:"content_hash"`
 			} `json:"params"`
 		}
+		var cancel struct {
+			Params struct {
+				ID json.RawMessage `json:"id"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Method == provider.MethodCancel && json.Unmarshal(data, &cancel) == nil {
+			app.mu.Lock()
+			if app.cancels != nil {
+				app.cancels <- string(cancel.Params.ID)
+			}
+			app.mu.Unlock()
+			continue
+		}
 		if json.Unmarshal(data, &m) != nil || len(m.ID) == 0 {
 			continue
 		}
 		app.mu.Lock()
 		app.requests = append(app.requests, m.Method)
+		if app.hold != nil && m.Method == provider.MethodRoomsRead {
+			app.hold <- string(m.ID)
+			app.mu.Unlock()
+			continue
+		}
 		var result string
 		switch m.Method {
 		case provider.MethodRoomsRead:

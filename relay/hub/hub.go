@@ -37,6 +37,8 @@ type Hub struct {
 	st     *store
 	cmdCh  chan *nats.Msg // deliveries of every session's command subscription
 
+	cancels callCancels // the MCP front's cancels between nodes (callcancel.go)
+
 	upgrader  websocket.Upgrader
 	enrollLim *failLimiter  // failed enrollments per client address (this node)
 	uses      tokenUse      // when this node last recorded each client token's use
@@ -205,6 +207,10 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("hub: subscribe %s: %w", ctlWildcard, err)
 	}
+	if err := h.subscribeCallCancels(); err != nil {
+		return err
+	}
+	defer func() { _ = h.cancels.sub.Unsubscribe() }()
 	if err := h.nc.Flush(); err != nil {
 		return fmt.Errorf("hub: flush NATS: %w", err)
 	}

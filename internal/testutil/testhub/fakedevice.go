@@ -20,6 +20,14 @@ import (
 // answer's result; a nil result is no answer at all. It ends with the test.
 func FakeDevice(t testing.TB, hubURL, admin, token, dev string, rooms []relay.RoomEntry, answer func(*relay.Command) *relay.Result) {
 	t.Helper()
+	FakeDeviceCancels(t, hubURL, admin, token, dev, rooms, answer, nil)
+}
+
+// FakeDeviceCancels is FakeDevice that also reports every cancel frame the
+// hub sends it to cancelled (when not nil), from its reading goroutine.
+func FakeDeviceCancels(t testing.TB, hubURL, admin, token, dev string, rooms []relay.RoomEntry,
+	answer func(*relay.Command) *relay.Result, cancelled func(*relay.Cancel)) {
+	t.Helper()
 	d := websocket.Dialer{Subprotocols: []string{relay.Subprotocol}}
 	conn, _, err := d.Dial("ws"+strings.TrimPrefix(hubURL, "http")+relay.ConnectPath, http.Header{"Authorization": {"Bearer " + token}})
 	if err != nil {
@@ -47,6 +55,10 @@ func FakeDevice(t testing.TB, hubURL, admin, token, dev string, rooms []relay.Ro
 				return
 			}
 			f, err := relay.Decode(data, 0)
+			if c, ok := f.(*relay.Cancel); ok && err == nil && cancelled != nil {
+				cancelled(c)
+				continue
+			}
 			cmd, ok := f.(*relay.Command)
 			if err != nil || !ok {
 				continue

@@ -61,6 +61,10 @@ tool publishes an ` + "`inputSchema`" + ` for its arguments and an ` + "`outputS
 result with ` + "`isError`" + `, text that starts with the error code, and no ` + "`structuredContent`" + `.
 Output schemas require what every result carries and allow more: results grow by adding fields.
 
+A call in progress is cancelled on the laptop (its desktop app gets ` + "`$/cancelRequest`" + `) when
+the client closes the HTTP request of the ` + "`tools/call`" + `, or sends ` + "`notifications/cancelled`" + ` naming
+its JSON-RPC id with the same token, to any hub node.
+
 The device commands' schemas are ` + "`relay/schemas/NAME.json`" + ` (arguments) and
 ` + "`relay/schemas/NAME.result.json`" + ` (result), rows of the command table in
 ` + "`relay/commands.go`" + `; ` + "`roomrelay hub call --schema NAME`" + ` prints the first.

@@ -95,6 +95,7 @@ type Front struct {
 	// any other name itself.
 	tools    map[string]bool
 	toolList []*mcp.Tool // in registration order
+	calls    inflight    // running tools/call POSTs of this node (cancel.go)
 	// publicHost is PublicURL's host name (guard.go's Host rule).
 	publicHost string
 }
@@ -134,13 +135,14 @@ func New(cfg Config) (*Front, error) {
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "roomrelay", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
-		Logger:       f.log,
+		Logger:       sdkLogger(f.log),
 	})
+	cfg.Hub.OnCallCancel(f.calls.cancel)
 	if err := f.addTools(); err != nil {
 		return nil, err
 	}
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: f.log, MaxRequestBodyBytes: MaxBodyBytes,
+		&mcp.StreamableHTTPOptions{Stateless: true, Logger: sdkLogger(f.log), MaxRequestBodyBytes: MaxBodyBytes,
 			DisableLocalhostProtection: true}) // guard.go's hostAllowed is the rule, which lets the trusted proxy through
 	guarded := f.guard(streamable)
 	// The token was verified by f.authenticate; this hands it to go-sdk so

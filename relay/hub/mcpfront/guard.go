@@ -2,6 +2,7 @@ package mcpfront
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,7 +56,7 @@ func (f *Front) guard(next http.Handler) http.Handler {
 			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		n, counted, err := f.countMessages(body)
+		n, counted, heads, err := f.countMessages(body)
 		if err != nil {
 			rpcError(w, http.StatusBadRequest, -32700, "malformed JSON-RPC payload: "+err.Error())
 			return
@@ -64,11 +65,11 @@ func (f *Front) guard(next http.Handler) http.Handler {
 			rpcError(w, http.StatusBadRequest, -32600, fmt.Sprintf("a JSON-RPC batch carries at most %d messages, this one %d (batch bound): send them in separate requests", MaxBatch, n))
 			return
 		}
+		id := ""
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			id = ti.UserID
+		}
 		if counted > 0 {
-			id := ""
-			if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-				id = ti.UserID
-			}
 			if ok, wait := f.lim.allowN(id, counted); !ok {
 				secs := int((wait + time.Second - 1) / time.Second)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -76,44 +77,67 @@ func (f *Front) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		// Cancellation (cancel.go): the request's context ends with the
+		// POST or with a notifications/cancelled naming its one call.
+		for _, h := range heads {
+			if h.Method == "notifications/cancelled" {
+				f.cancelCall(id, h.Params.RequestID)
+			}
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		if n == 1 && heads[0].Method == "tools/call" {
+			if key := callKey(id, heads[0].ID); key != "" {
+				if remove, ok := f.calls.add(key, cancel); ok {
+					defer remove()
+				}
+			}
+		}
+		r = r.WithContext(context.WithValue(ctx, callCtxKey{}, ctx))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
 
+// msgHead is what the guard reads of each JSON-RPC message.
+type msgHead struct {
+	Method string          `json:"method"`
+	ID     json.RawMessage `json:"id"`
+	Params struct {
+		Name      string          `json:"name"`      // tools/call
+		RequestID json.RawMessage `json:"requestId"` // notifications/cancelled
+	} `json:"params"`
+}
+
 // countMessages reads a POST body: how many JSON-RPC messages it carries,
-// and how many of them the guard counts against the token (all but
-// tools/call of a known tool). It reads at most MaxBatch+1 messages' heads.
-func (f *Front) countMessages(body []byte) (n, counted int, err error) {
+// how many of them the guard counts against the token (all but tools/call
+// of a known tool), and their heads. It reads at most MaxBatch+1 messages'
+// heads.
+func (f *Front) countMessages(body []byte) (n, counted int, heads []msgHead, err error) {
 	body = bytes.TrimSpace(body)
 	msgs := []json.RawMessage{body}
 	if len(body) > 0 && body[0] == '[' {
 		msgs = nil
 		if err := json.Unmarshal(body, &msgs); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		if len(msgs) == 0 {
-			return 0, 0, errors.New("empty batch")
+			return 0, 0, nil, errors.New("empty batch")
 		}
 		if len(msgs) > MaxBatch {
-			return len(msgs), 0, nil
+			return len(msgs), 0, nil, nil
 		}
 	}
-	for _, m := range msgs {
-		var head struct {
-			Method string `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
-		_ = json.Unmarshal(m, &head) // a malformed message still counts; the SDK refuses it
-		if head.Method == "tools/call" && f.tools[head.Params.Name] {
+	heads = make([]msgHead, len(msgs))
+	for i, m := range msgs {
+		_ = json.Unmarshal(m, &heads[i]) // a malformed message still counts; the SDK refuses it
+		if heads[i].Method == "tools/call" && f.tools[heads[i].Params.Name] {
 			continue
 		}
 		counted++
 	}
-	return len(msgs), counted, nil
+	return len(msgs), counted, heads, nil
 }
 
 // rpcError answers with a JSON-RPC error (id null: it may stand for a

@@ -62,7 +62,7 @@ func (f *Front) Tools() []*mcp.Tool { return slices.Clone(f.toolList) }
 func (f *Front) addTool(t *mcp.Tool, h mcp.ToolHandler) {
 	f.tools[t.Name] = true
 	f.toolList = append(f.toolList, t)
-	f.server.AddTool(t, h)
+	f.server.AddTool(t, withCallContext(h))
 }
 
 // addTools registers list_local_rooms, one tool per row of relay's command

@@ -58,9 +58,10 @@ type Agent struct {
 	offset  atomic.Int64 // hub clock minus device clock, in ns
 
 	kick     chan struct{}      // events were queued
-	wake     chan struct{}      // the wall clock jumped
+	wake     chan struct{}      // the wall clock jumped, or the OS said it woke (Resume)
+	osWake   atomic.Bool        // the OS reports sleep and wake: no wall-clock tick
+	osWakeCh chan struct{}      // osWake changed
 	retry    chan struct{}      // RetryNow: skip the backoff wait
-	resume   chan struct{}      // Resume was called
 	sleepReq chan chan struct{} // AnnounceSleep; closed when done
 
 	smu          sync.Mutex
@@ -98,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 		kick:     make(chan struct{}, 1),
 		wake:     make(chan struct{}, 1),
 		retry:    make(chan struct{}, 1),
-		resume:   make(chan struct{}, 1),
+		osWakeCh: make(chan struct{}, 1),
 		sleepReq: make(chan chan struct{}),
 
 		statusNudge: make(chan struct{}, 1),
@@ -205,11 +206,30 @@ func (a *Agent) RetryNow() {
 	}
 }
 
-// Resume ends the hold set by AnnounceSleep: the agent reconnects at once.
+// Resume tells the agent the machine woke up: it ends the hold set by
+// AnnounceSleep and, like a wall-clock jump, skips a backoff wait or
+// replaces a connection still up from before the sleep (the hub has most
+// likely dropped it), so the agent reconnects at once.
 func (a *Agent) Resume() {
 	a.held.Store(false)
 	select {
-	case a.resume <- struct{}{}:
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetOSWakeNotices says whether the operating system reports sleep and wake
+// to this agent (agent/power's Watch, wired to AnnounceSleep and Resume, is
+// subscribed). While it does, the wall-clock wake detector does not tick:
+// its periodic check was the largest source of an idle agent's wakeups, and
+// Resume reconnects at once without it. Turn it off when the notifications
+// end, and the detector ticks again.
+func (a *Agent) SetOSWakeNotices(on bool) {
+	if a.osWake.Swap(on) == on {
+		return
+	}
+	select {
+	case a.osWakeCh <- struct{}{}:
 	default:
 	}
 }

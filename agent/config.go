@@ -95,7 +95,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// WakeCheck is the wake detector's period and WakeThreshold how far the
 	// wall clock must run ahead of the monotonic clock between two checks to
-	// count as a wake from sleep (defaults 5 s and 10 s).
+	// count as a wake from sleep (defaults DefaultWakeCheck and 10 s). The
+	// detector ticks only while the OS does not report sleep and wake
+	// (Agent.SetOSWakeNotices).
 	WakeCheck     time.Duration
 	WakeThreshold time.Duration
 	// DedupeTTL and DedupeMax bound the dedupe store: entries older than the
@@ -186,7 +188,7 @@ func (c *Config) setDefaults() {
 		c.ShutdownGrace = 2 * time.Second
 	}
 	if c.WakeCheck <= 0 {
-		c.WakeCheck = 5 * time.Second
+		c.WakeCheck = DefaultWakeCheck()
 	}
 	if c.WakeThreshold <= 0 {
 		c.WakeThreshold = 10 * time.Second
@@ -271,4 +273,19 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("state directory is empty"))
 	}
 	return errors.Join(errs...)
+}
+
+// DefaultWakeCheck is the wall-clock wake detector's default period: 5 s,
+// and 30 s on macOS. The detector is the only wake notice on macOS (its
+// IOKit notifications need cgo) and on Linux without logind; a wake is
+// noticed within one period there. macOS laptops sleep often and for long,
+// so there a longer period (2 wakeups a minute instead of 12) is worth a
+// reconnect up to 30 s after the lid opens; the other systems without
+// notices are mostly servers and containers, which rarely sleep, so 5 s
+// costs little.
+func DefaultWakeCheck() time.Duration {
+	if runtime.GOOS == "darwin" {
+		return 30 * time.Second
+	}
+	return 5 * time.Second
 }

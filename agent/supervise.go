@@ -158,7 +158,7 @@ func (a *Agent) supervise(ctx context.Context) error {
 				attempt++
 			}
 		case endWake:
-			a.log.Info("wall clock jumped (wake from sleep?): reconnecting now")
+			a.log.Info("woke from sleep (the OS said so, or the wall clock jumped): reconnecting now")
 			continue
 		case endSleep:
 			close(end.sleepDone)
@@ -201,7 +201,7 @@ func (a *Agent) wait(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-t.C():
 	case <-a.wake:
-		a.log.Info("wall clock jumped (wake from sleep?): skipping the backoff wait")
+		a.log.Info("woke from sleep (the OS said so, or the wall clock jumped): skipping the backoff wait")
 	case <-a.retry:
 		a.log.Info("asked to retry now: skipping the backoff wait")
 	case done := <-a.sleepReq:
@@ -221,8 +221,7 @@ func (a *Agent) holdForSleep(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return true
-		case <-a.resume:
-		case <-a.wake:
+		case <-a.wake: // a wall-clock jump or Resume
 			a.held.Store(false)
 		case done := <-a.sleepReq:
 			close(done)
@@ -231,18 +230,42 @@ func (a *Agent) holdForSleep(ctx context.Context) bool {
 	return false
 }
 
-// watchWallClock detects a wake from sleep: the monotonic clock stops while
-// the machine is suspended and the wall clock does not, so between two ticks
-// the wall clock runs ahead. The connection may then be dead without any
-// error yet (the hub has long dropped it), and a backoff wait is pointless.
+// watchWallClock detects a wake from sleep where the OS does not report it
+// (SetOSWakeNotices): the monotonic clock stops while the machine is
+// suspended and the wall clock does not, so between two ticks the wall
+// clock runs ahead. The connection may then be dead without any error yet
+// (the hub has long dropped it), and a backoff wait is pointless.
 func (a *Agent) watchWallClock(ctx context.Context) {
+	for {
+		if a.osWake.Load() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.osWakeCh:
+			}
+			continue
+		}
+		if a.tickWallClock(ctx) {
+			return
+		}
+	}
+}
+
+// tickWallClock runs the detector's ticker until ctx ends (true) or the OS
+// starts reporting sleep and wake (false).
+func (a *Agent) tickWallClock(ctx context.Context) bool {
 	t := a.clock.NewTicker(a.cfg.WakeCheck)
 	defer t.Stop()
 	prevWall, prevMono := a.clock.Now().Round(0), a.clock.Monotonic()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return true
+		case <-a.osWakeCh:
+			if a.osWake.Load() {
+				return false
+			}
+			continue
 		case <-t.C():
 		}
 		wall, mono := a.clock.Now().Round(0), a.clock.Monotonic()

@@ -110,8 +110,10 @@ func runAgent(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFi
 	// two-minute forced GC start before a first GC. Without this one
 	// collection the startup garbage stays resident for the agent's life.
 	debug.FreeOSMemory()
-	// Sleep announcements: logind on Linux; elsewhere the agent's
-	// wall-clock jump detector reconnects after a wake.
+	// Sleep announcements: logind on Linux, the suspend/resume
+	// notifications on Windows. While they are heard the agent's wall-clock
+	// wake detector does not tick; elsewhere (macOS, Linux without logind)
+	// it is what reconnects after a wake.
 	runCtx, stop := context.WithCancel(ctx)
 	powerDone := make(chan struct{})
 	go func() {
@@ -119,7 +121,9 @@ func runAgent(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFi
 		a := d.Agent()
 		err := power.Watch(runCtx, power.Config{Logger: e.Logger,
 			OnSleep:  func(ctx context.Context) { _ = a.AnnounceSleep(ctx) },
-			OnResume: func(context.Context) { a.Resume() }})
+			OnResume: func(context.Context) { a.Resume() },
+			OnReady:  func() { a.SetOSWakeNotices(true) }})
+		a.SetOSWakeNotices(false)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			e.Logger.Info("no sleep notifications; wake is detected by the wall clock", "reason", err)
 		}

@@ -4,9 +4,15 @@
 //
 // On Linux it listens to systemd-logind's PrepareForSleep signal on the
 // system D-Bus and holds a "delay" inhibitor lock, so logind waits (up to its
-// InhibitDelayMaxSec, 5 s by default) until the announcement is out. Other
-// systems return ErrUnsupported; there the agent's wall-clock jump detector
+// InhibitDelayMaxSec, 5 s by default) until the announcement is out. On
+// Windows it registers for the suspend and resume notifications
+// (PowerRegisterSuspendResumeNotification). Other systems (macOS without
+// cgo) return ErrUnsupported; there the agent's wall-clock jump detector
 // notices the wake instead.
+//
+// Once the notifications are in place Watch calls OnReady: from then on the
+// agent needs no wall-clock tick of its own (its largest source of idle
+// wakeups), until Watch returns.
 package power
 
 import (
@@ -38,6 +44,9 @@ type Config struct {
 	OnSleep func(ctx context.Context)
 	// OnResume runs after the machine woke up (the agent's Resume).
 	OnResume func(ctx context.Context)
+	// OnReady runs once, when sleep and wake will be reported (the
+	// subscription is in place). The agent wires it to SetOSWakeNotices.
+	OnReady func()
 	// SleepTimeout bounds OnSleep (default DefaultSleepTimeout).
 	SleepTimeout time.Duration
 	Logger       *slog.Logger
@@ -49,6 +58,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OnResume == nil {
 		c.OnResume = func(context.Context) {}
+	}
+	if c.OnReady == nil {
+		c.OnReady = func() {}
 	}
 	if c.SleepTimeout <= 0 {
 		c.SleepTimeout = DefaultSleepTimeout

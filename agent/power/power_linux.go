@@ -17,7 +17,8 @@ const (
 )
 
 // Watch calls cfg.OnSleep before each suspend and cfg.OnResume after each
-// resume until ctx ends (then it returns nil). It returns an error wrapping
+// resume until ctx ends (then it returns nil), and cfg.OnReady once logind
+// answered and the signal is subscribed. It returns an error wrapping
 // ErrUnavailable when logind is not on the bus, or any other error when the
 // bus cannot be used or goes away.
 func Watch(ctx context.Context, cfg Config) error {
@@ -57,6 +58,7 @@ func Watch(ctx context.Context, cfg Config) error {
 	}
 	defer func() { release(lock) }()
 	log.Debug("power: watching logind for sleep", "lock", lock != nil)
+	cfg.OnReady()
 
 	sleeping := false
 	for {

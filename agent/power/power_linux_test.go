@@ -345,3 +345,48 @@ func TestBusGoesAway(t *testing.T) {
 		t.Fatal("Watch returned nil after the bus died")
 	}
 }
+
+// TestReadyMeansHeard: OnReady (which stops the agent's wall-clock tick)
+// comes once, and only when a signal sent from then on is heard: the first
+// PrepareForSleep after it reaches OnSleep without a retry. Without logind
+// it never comes, so the agent keeps its tick.
+func TestReadyMeansHeard(t *testing.T) {
+	addr := startBus(t)
+	ready := make(chan struct{}, 2)
+	if err := Watch(context.Background(), Config{BusAddress: addr, OnReady: func() { ready <- struct{}{} }}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Watch without logind: %v, want ErrUnavailable", err)
+	}
+	if len(ready) != 0 {
+		t.Fatal("OnReady called without logind")
+	}
+
+	f := newFakeLogind(t, addr)
+	events := make(chan string, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, Config{BusAddress: addr,
+			OnReady:  func() { ready <- struct{}{} },
+			OnSleep:  func(context.Context) { events <- "sleep" },
+			OnResume: func(context.Context) { events <- "resume" }})
+	}()
+	takeLock(t, f)
+	recv(t, "OnReady", ready)
+	f.prepareForSleep(t, true)
+	if ev := recv(t, "OnSleep", events); ev != "sleep" {
+		t.Fatalf("got %q, want sleep", ev)
+	}
+	f.prepareForSleep(t, false)
+	if ev := recv(t, "OnResume", events); ev != "resume" {
+		t.Fatalf("got %q, want resume", ev)
+	}
+	takeLock(t, f) // re-taken after the resume
+	cancel()
+	if err := recv(t, "Watch to return", done); err != nil {
+		t.Fatal(err)
+	}
+	if len(ready) != 0 {
+		t.Error("OnReady called more than once")
+	}
+}

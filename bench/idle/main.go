@@ -26,6 +26,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,6 +72,9 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON")
 	keep := flag.Bool("keep", false, "keep the work directory (logs, homes)")
 	build := flag.String("build", "both", "agent build to measure: agent (cmd/roomrelay-agent), full, or both")
+	withLogind := flag.Bool("logind", true, "give the agent a system bus with a (fake, never signalling) logind, as on a Linux laptop; false: no sleep notifications, the wall-clock wake detector ticks")
+	hubBin := flag.String("hub-bin", "", "run the hub from this prebuilt full binary instead of building cmd/roomrelay (only with -build agent)")
+	agentBin := flag.String("agent-bin", "", "measure this prebuilt device binary as the agent build (e.g. one built from an earlier commit) instead of building cmd/roomrelay-agent")
 	flag.Parse()
 	var builds []string
 	switch *build {
@@ -85,7 +89,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	phases, err := run(ctx, log, builds, *window, *settle, *keep)
+	phases, err := run(ctx, log, builds, *hubBin, *agentBin, *withLogind, *window, *settle, *keep)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "idle:", err)
 		os.Exit(1)
@@ -99,10 +103,16 @@ func main() {
 		fmt.Printf("%-6s %-15s %-8s %6.1fMB %6.1fMB %6.1fMB %6.1fMB %10.2f %6.3f%% %10.1f %4d/%-4d %7d\n", p.Build, p.Name, p.AgentState,
 			p.RSSMaxMiB, p.RSSEndMiB, p.RSSAnonMiB, p.RSSFileMiB, p.CPUSecPerHour, p.CPUPercent, p.WakeupsPerMin, p.VoluntaryCS, p.NonvoluntaryCS, p.Threads)
 	}
+	for i := 1; i < len(phases); i++ {
+		if a, f := phases[i-1], phases[i]; f.Build == "floor" && f.WakeupsPerMin > 0 {
+			fmt.Printf("%s %s: wakeups %.1f/min, floor %.1f/min (same window): %.2f× the floor\n",
+				a.Build, a.Name, a.WakeupsPerMin, f.WakeupsPerMin, a.WakeupsPerMin/f.WakeupsPerMin)
+		}
+	}
 	fmt.Printf("window %s per phase; RSS in MiB\n", *window)
 }
 
-func run(ctx context.Context, log *slog.Logger, builds []string, window, settle time.Duration, keep bool) ([]phase, error) {
+func run(ctx context.Context, log *slog.Logger, builds []string, hubBin, agentBin string, withLogind bool, window, settle time.Duration, keep bool) ([]phase, error) {
 	dir, err := os.MkdirTemp("", "roomrelay-idle-")
 	if err != nil {
 		return nil, err
@@ -126,10 +136,32 @@ func run(ctx context.Context, log *slog.Logger, builds []string, window, settle 
 	}
 	bins := map[string]string{"full": filepath.Join(dir, "roomrelay-full"), "agent": filepath.Join(dir, "roomrelay-agent")}
 	log.Info("building roomrelay", "builds", "full, agent")
-	if err := goBuild(bins["full"], "./cmd/roomrelay"); err != nil {
+	// A prebuilt binary is copied in: building the full binary takes
+	// minutes on a loaded machine.
+	copyBin := func(from, to string) error {
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = os.WriteFile(to, b, 0o755)
+		}
+		return err
+	}
+	if hubBin != "" && len(builds) == 1 && builds[0] == "agent" {
+		if err := copyBin(hubBin, bins["full"]); err != nil {
+			return nil, fmt.Errorf("-hub-bin: %w", err)
+		}
+	} else if err := goBuild(bins["full"], "./cmd/roomrelay"); err != nil {
 		return nil, err
 	}
-	if err := goBuild(bins["agent"], "./cmd/roomrelay-agent"); err != nil {
+	if agentBin != "" {
+		// Copied next to this tree's sandbox worker, where it looks for it.
+		if err := copyBin(agentBin, bins["agent"]); err != nil {
+			return nil, fmt.Errorf("-agent-bin: %w", err)
+		}
+	} else if err := goBuild(bins["agent"], "./cmd/roomrelay-agent"); err != nil {
+		return nil, err
+	}
+	floorBin := filepath.Join(dir, "floor")
+	if err := goBuild(floorBin, "./bench/idle/floor"); err != nil {
 		return nil, err
 	}
 	// The device build's sandbox worker, next to roomrelay-agent where the
@@ -140,12 +172,14 @@ func run(ctx context.Context, log *slog.Logger, builds []string, window, settle 
 	}
 	var all []phase
 	for _, b := range builds {
-		ps, err := runBuild(ctx, log, filepath.Join(dir, b), bins["full"], bins[b], window, settle)
+		ps, err := runBuild(ctx, log, filepath.Join(dir, b), bins["full"], bins[b], floorBin, withLogind, window, settle)
 		if err != nil {
 			return nil, fmt.Errorf("%s build: %w", b, err)
 		}
 		for i := range ps {
-			ps[i].Build = b
+			if ps[i].Build == "" {
+				ps[i].Build = b
+			}
 		}
 		all = append(all, ps...)
 	}
@@ -154,7 +188,9 @@ func run(ctx context.Context, log *slog.Logger, builds []string, window, settle 
 
 // runBuild measures one agent binary against a hub run from hubBin, with its
 // own hub and agent homes under dir.
-func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, window, settle time.Duration) ([]phase, error) {
+// The floor (a bare websocket holder, floorBin) runs beside the agent while
+// it is connected and is measured in the same windows.
+func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin, floorBin string, withLogind bool, window, settle time.Duration) ([]phase, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -193,11 +229,26 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 	if out, err := enroll.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("enroll: %w: %s", err, out)
 	}
-	agent, err := start(ctx, bin, filepath.Join(dir, "agent.log"), "run", "--home", agentHome, "--log-level", "warn")
+	var env []string
+	var logind *fakeLogind
+	if withLogind {
+		if logind, err = startLogind(ctx, dir); err != nil {
+			return nil, err
+		}
+		defer logind.stop()
+		env = append(env, "DBUS_SYSTEM_BUS_ADDRESS="+logind.Addr)
+	}
+	agent, err := startEnv(ctx, env, bin, filepath.Join(dir, "agent.log"), "run", "--home", agentHome, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
 	defer agent.stop()
+	floor, stopFloor, err := startFloor(ctx, dir, floorBin, hubHeartbeat)
+	if err != nil {
+		return nil, err
+	}
+	defer stopFloor()
+	pids := []int{agent.cmd.Process.Pid, floor.cmd.Process.Pid}
 	state := func() string {
 		out, _ := exec.CommandContext(ctx, bin, "status", "--home", agentHome, "--json").Output()
 		var r struct {
@@ -213,14 +264,16 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 	if err := benchutil.Sleep(ctx, settle); err != nil {
 		return nil, err
 	}
+	if logind != nil && logind.locks() == 0 {
+		return nil, errors.New("-logind: the agent took no inhibitor lock from the bench's logind: it does not hear sleep notifications")
+	}
 	var phases []phase
 	log.Info("measuring connected", "window", window)
-	p, err := measure(ctx, agent.cmd.Process.Pid, window)
+	ps, err := measure(ctx, pids, window)
 	if err != nil {
 		return nil, err
 	}
-	p.Name, p.AgentState = "connected", state()
-	phases = append(phases, p)
+	phases = append(phases, named(ps, "connected", state())...)
 
 	// The same agent with one desktop app's event stream open on its local
 	// API (the socket the discovery file names): what the stream costs.
@@ -244,12 +297,11 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 		return nil, err
 	}
 	log.Info("measuring connected with one event stream", "window", window)
-	p, err = measure(ctx, agent.cmd.Process.Pid, window)
+	ps, err = measure(ctx, pids, window)
 	if err != nil {
 		return nil, err
 	}
-	p.Name, p.AgentState = "events", state()
-	phases = append(phases, p)
+	phases = append(phases, named(ps, "events", state())...)
 	stopStream()
 
 	// The same agent, still connected, with the stream closed again: the
@@ -261,12 +313,12 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 		return nil, err
 	}
 	log.Info("measuring connected again, the stream closed", "window", window)
-	p, err = measure(ctx, agent.cmd.Process.Pid, window)
+	ps, err = measure(ctx, pids, window)
 	if err != nil {
 		return nil, err
 	}
-	p.Name, p.AgentState = "connected-again", state()
-	phases = append(phases, p)
+	phases = append(phases, named(ps, "connected-again", state())...)
+	stopFloor()
 
 	log.Info("killing the hub")
 	hub.kill()
@@ -277,13 +329,28 @@ func runBuild(ctx context.Context, log *slog.Logger, dir, hubBin, bin string, wi
 		return nil, err
 	}
 	log.Info("measuring hub unreachable", "window", window)
-	p, err = measure(ctx, agent.cmd.Process.Pid, window)
+	ps, err = measure(ctx, pids[:1], window)
 	if err != nil {
 		return nil, err
 	}
-	p.Name, p.AgentState = "hub-down", state()
-	phases = append(phases, p)
+	phases = append(phases, named(ps, "hub-down", state())...)
 	return phases, nil
+}
+
+// hubHeartbeat is `roomrelay hub`'s default heartbeat (relay/hub
+// DefaultHeartbeat), which the floor uses too.
+const hubHeartbeat = 25 * time.Second
+
+// named labels the phases measure returned: the agent's first, then the
+// floor's (build "floor", its state "connected").
+func named(ps []phase, name, state string) []phase {
+	for i := range ps {
+		ps[i].Name, ps[i].AgentState = name, state
+		if i > 0 {
+			ps[i].Build, ps[i].AgentState = "floor", "online"
+		}
+	}
+	return ps
 }
 
 // proc is a child process and a channel closed once it has been waited for.
@@ -293,11 +360,17 @@ type proc struct {
 }
 
 func start(ctx context.Context, bin, logPath string, args ...string) (*proc, error) {
+	return startEnv(ctx, nil, bin, logPath, args...)
+}
+
+// startEnv is start with env added to the bench's environment.
+func startEnv(ctx context.Context, env []string, bin, logPath string, args ...string) (*proc, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
@@ -372,13 +445,20 @@ func read(pid int) (sample, error) {
 	return s, nil
 }
 
-func measure(ctx context.Context, pid int, window time.Duration) (phase, error) {
-	a, err := read(pid)
-	if err != nil {
-		return phase{}, err
+// measure samples pids over the same window and returns one phase each,
+// in order: the agent and the floor side by side, so their ratio is from one
+// window on one machine load.
+func measure(ctx context.Context, pids []int, window time.Duration) ([]phase, error) {
+	first := make([]sample, len(pids))
+	maxRSS := make([]int64, len(pids))
+	for i, pid := range pids {
+		s, err := read(pid)
+		if err != nil {
+			return nil, err
+		}
+		first[i], maxRSS[i] = s, s.rssKiB
 	}
 	t0 := time.Now()
-	maxRSS := a.rssKiB
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	end := time.After(window)
@@ -386,20 +466,31 @@ loop:
 	for {
 		select {
 		case <-ctx.Done():
-			return phase{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-end:
 			break loop
 		case <-tick.C:
-			if s, err := read(pid); err == nil && s.rssKiB > maxRSS {
-				maxRSS = s.rssKiB
+			for i, pid := range pids {
+				if s, err := read(pid); err == nil && s.rssKiB > maxRSS[i] {
+					maxRSS[i] = s.rssKiB
+				}
 			}
 		}
 	}
-	b, err := read(pid)
-	if err != nil {
-		return phase{}, fmt.Errorf("agent gone during the window: %w", err)
-	}
 	el := time.Since(t0)
+	out := make([]phase, len(pids))
+	for i, pid := range pids {
+		b, err := read(pid)
+		if err != nil {
+			return nil, fmt.Errorf("process %d gone during the window: %w", pid, err)
+		}
+		out[i] = diff(first[i], b, maxRSS[i], el)
+	}
+	return out, nil
+}
+
+// diff is the phase between samples a and b taken el apart.
+func diff(a, b sample, maxRSS int64, el time.Duration) phase {
 	cpu := float64(b.ticks-a.ticks) / clkTck
 	if b.runNS > 0 {
 		cpu = float64(max(b.runNS-a.runNS, 0)) / 1e9
@@ -419,5 +510,5 @@ loop:
 		Threads:        b.threads,
 		VoluntaryCS:    vol,
 		NonvoluntaryCS: inv,
-	}, nil
+	}
 }

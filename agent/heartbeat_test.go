@@ -26,17 +26,19 @@ import (
 // sends welcome with its heartbeat, then answers pings (until silenced) and
 // records when each one arrived.
 type pipeHub struct {
-	hbMS  int64
-	ln    *testutil.PipeListener
-	dials atomic.Int32
-	conns chan *pipeConn
-	gone  chan struct{} // closed at cleanup: handlers stop handing out conns
+	hbMS      int64
+	pingEvery time.Duration // the hub pings at this interval when > 0, as relay/hub does
+	ln        *testutil.PipeListener
+	dials     atomic.Int32
+	conns     chan *pipeConn
+	gone      chan struct{} // closed at cleanup: handlers stop handing out conns
 }
 
 type pipeConn struct {
 	n      int
 	at     time.Time // welcome sent
 	silent atomic.Bool
+	pongs  atomic.Int32  // answers to the hub's pings
 	done   chan struct{} // the agent's side went away
 	endAt  time.Time     // when; set before done closes
 
@@ -97,6 +99,25 @@ func (h *pipeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return ws.WriteControl(websocket.PongMessage, []byte(msg), time.Now().Add(time.Second))
 	})
+	ws.SetPongHandler(func(string) error { c.pongs.Add(1); return nil })
+	if h.pingEvery > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(h.pingEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second)) != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
 	select {
 	case h.conns <- c:
 	case <-h.gone: // a failing test left connections unclaimed
@@ -195,16 +216,19 @@ func TestVirtualSilentHubLostAtReadDeadline(t *testing.T) {
 	})
 }
 
-// TestVirtualQuietHubKeepsSessionUp guards the ping ticker: a live hub that
-// only answers pings keeps one session up for 50 heartbeats, pinged once per
-// heartbeat.
+// TestVirtualQuietHubKeepsSessionUp guards the agent's ping: a live hub that
+// only answers pings (it sends none) keeps one session up for 50 of the
+// agent's pings, one after each 1.5 heartbeats of silence (until #30.6 the
+// agent pinged every heartbeat whatever the hub sent: see
+// TestVirtualPingingHubIsNotPinged).
 func TestVirtualQuietHubKeepsSessionUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const hb = 10 * time.Second
+		every := pingAfterSilence(hb)
 		h := newPipeHub(t, hb.Milliseconds())
 		a := startPipeAgent(t, h)
 		c := h.next(t)
-		time.Sleep(50*hb + hb/2)
+		time.Sleep(50*every + hb/2)
 		select {
 		case <-c.done:
 			t.Fatalf("session ended after %v", c.endAt.Sub(c.at))
@@ -212,12 +236,12 @@ func TestVirtualQuietHubKeepsSessionUp(t *testing.T) {
 		}
 		pings, _ := c.snapshot()
 		if len(pings) != 50 {
-			t.Errorf("%d pings in 50 heartbeats, want 50", len(pings))
+			t.Errorf("%d pings in 50 silences of 1.5 heartbeats, want 50", len(pings))
 		}
 		prev := c.at
 		for i, p := range pings {
-			if gap := p.Sub(prev); gap != hb {
-				t.Errorf("ping %d came %v after the previous frame, want one heartbeat (%v)", i+1, gap, hb)
+			if gap := p.Sub(prev); gap != every {
+				t.Errorf("ping %d came %v after the previous frame, want 1.5 heartbeats (%v)", i+1, gap, every)
 			}
 			prev = p
 		}
@@ -227,8 +251,9 @@ func TestVirtualQuietHubKeepsSessionUp(t *testing.T) {
 	})
 }
 
-// TestVirtualHeartbeatIsClamped guards clampHeartbeat: the agent pings at the
-// clamped interval whatever heartbeat the welcome asks for.
+// TestVirtualHeartbeatIsClamped guards clampHeartbeat: the agent's pings
+// (after 1.5 heartbeats of silence) follow the clamped interval whatever
+// heartbeat the welcome asks for.
 func TestVirtualHeartbeatIsClamped(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -244,17 +269,47 @@ func TestVirtualHeartbeatIsClamped(t *testing.T) {
 				h := newPipeHub(t, tc.askMS)
 				startPipeAgent(t, h)
 				c := h.next(t)
-				time.Sleep(3*tc.want + tc.want/2)
+				every := pingAfterSilence(tc.want)
+				time.Sleep(3*every + tc.want/2)
 				pings, _ := c.snapshot()
 				var got []time.Duration
 				for _, p := range pings {
 					got = append(got, p.Sub(c.at))
 				}
-				want := []time.Duration{tc.want, 2 * tc.want, 3 * tc.want}
+				want := []time.Duration{every, 2 * every, 3 * every}
 				if fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("welcome asked %dms: pings at %v after welcome, want %v", tc.askMS, got, want)
 				}
 			})
 		})
 	}
+}
+
+// TestVirtualPingingHubIsNotPinged: against a hub that pings every heartbeat
+// (as relay/hub does) the agent's pongs keep both read deadlines fed, and
+// the agent sends no ping of its own in 50 heartbeats: an idle agent's
+// network wakeups are the hub's pings alone.
+func TestVirtualPingingHubIsNotPinged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hb = 10 * time.Second
+		h := newPipeHub(t, hb.Milliseconds())
+		h.pingEvery = hb
+		a := startPipeAgent(t, h)
+		c := h.next(t)
+		time.Sleep(50*hb + hb/2)
+		select {
+		case <-c.done:
+			t.Fatalf("session ended after %v", c.endAt.Sub(c.at))
+		default:
+		}
+		if pings, _ := c.snapshot(); len(pings) != 0 {
+			t.Errorf("the agent pinged %d times a hub that pings it, want 0", len(pings))
+		}
+		if n := c.pongs.Load(); n != 50 {
+			t.Errorf("%d pongs to the hub's 50 pings, want 50", n)
+		}
+		if st := a.Status(); st.State != StateOnline || st.Reconnects != 0 || h.dials.Load() != 1 {
+			t.Errorf("status %s, %d reconnects, %d dials; want online, 0, 1", st.State, st.Reconnects, h.dials.Load())
+		}
+	})
 }

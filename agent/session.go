@@ -20,6 +20,9 @@ var errSessionGone = errors.New("the connection to the hub is gone")
 type session struct {
 	conn *websocket.Conn
 	hb   time.Duration
+	// silence fires after pingAfterSilence(hb) without a frame from the hub:
+	// only then does the agent ping (see writeLoop).
+	silence *time.Timer
 
 	out        chan outFrame
 	done       chan struct{} // closed at teardown: nobody may wait on it any more
@@ -158,6 +161,7 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 	s := &session{
 		conn:       conn,
 		hb:         hb,
+		silence:    time.NewTimer(pingAfterSilence(hb)),
 		out:        make(chan outFrame, outBuffer),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
@@ -346,7 +350,11 @@ func (a *Agent) readLoop(s *session) {
 	defer close(s.readerDone)
 	conn := s.conn
 	wait := s.hb * 5 / 2
-	extend := func() { conn.SetReadDeadline(time.Now().Add(wait)) }
+	quiet := pingAfterSilence(s.hb)
+	extend := func() {
+		conn.SetReadDeadline(time.Now().Add(wait))
+		s.silence.Reset(quiet) // the hub is heard: no ping needed yet
+	}
 	extend()
 	conn.SetPongHandler(func(string) error { extend(); return nil })
 	conn.SetPingHandler(func(msg string) error {
@@ -389,12 +397,21 @@ func (a *Agent) readLoop(s *session) {
 	}
 }
 
-// writeLoop is the socket's only writer of data frames, and pings every
-// heartbeat so the hub's read deadline and ours stay fed.
+// pingAfterSilence is how long the agent waits without a frame from the
+// hub before it pings. The hub pings every heartbeat and the agent's pongs
+// feed the hub's read deadline, so against a live hub the agent never
+// pings: before, both sides pinged every heartbeat, which doubled an idle
+// agent's network wakeups. A hub that does not ping (or a lost ping) gets
+// one after 1.5 heartbeats of silence, well inside both sides' read
+// deadline of 2.5 heartbeats.
+func pingAfterSilence(hb time.Duration) time.Duration { return hb * 3 / 2 }
+
+// writeLoop is the socket's only writer of data frames, and pings when the
+// hub has been silent for pingAfterSilence, so the hub's read deadline and
+// ours stay fed.
 func (a *Agent) writeLoop(s *session) {
 	defer close(s.writerDone)
-	ping := time.NewTicker(s.hb)
-	defer ping.Stop()
+	defer s.silence.Stop()
 	for {
 		select {
 		case <-s.done:
@@ -414,11 +431,12 @@ func (a *Agent) writeLoop(s *session) {
 				s.werr = err
 				return
 			}
-		case <-ping.C:
+		case <-s.silence.C:
 			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
 				s.werr = err
 				return
 			}
+			s.silence.Reset(pingAfterSilence(s.hb))
 		}
 	}
 }

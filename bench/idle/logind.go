@@ -36,11 +36,12 @@ func startLogind(ctx context.Context, dir string) (*fakeLogind, error) {
 	if err := os.WriteFile(conf, []byte(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
-  <type>system</type>
+  <type>session</type>
   <listen>unix:path=`+filepath.Join(dir, "system_bus")+`</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
-    <allow send_destination="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
     <allow own="*"/>
   </policy>
 </busconfig>

@@ -167,7 +167,10 @@ func run(ctx context.Context, log *slog.Logger, builds []string, hubBin, agentBi
 	// The device build's sandbox worker, next to roomrelay-agent where the
 	// agent looks for it (an idle agent starts no worker, but without one it
 	// would run without its sandbox pool).
-	if err := goBuild(filepath.Join(dir, "roomrelay-sandbox"), "./cmd/roomrelay-sandbox"); err != nil {
+	sandbox := filepath.Join(dir, "roomrelay-sandbox")
+	if prebuilt := filepath.Join(filepath.Dir(agentBin), "roomrelay-sandbox"); agentBin != "" && copyBin(prebuilt, sandbox) == nil {
+		log.Info("sandbox worker copied from beside -agent-bin")
+	} else if err := goBuild(sandbox, "./cmd/roomrelay-sandbox"); err != nil {
 		return nil, err
 	}
 	var all []phase

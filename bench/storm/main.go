@@ -56,6 +56,7 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	asJSON := flag.Bool("json", false, "print the report as JSON")
 	keep := flag.Bool("keep", false, "keep the work directory (hub log, data dir)")
+	flag.StringVar(&hubBin, "bin", "", "run this prebuilt roomrelay (full build) as the hub instead of building cmd/roomrelay: an earlier commit's, or to skip a build that takes minutes on a loaded machine")
 	flag.Parse()
 	modes, err := parseModes(*restart)
 	if err != nil || *agents < 1 || *agents > 20000 {
@@ -117,6 +118,9 @@ func parseMarks(s string, n int) ([]int, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// hubBin is -bin: a prebuilt hub binary, or "" to build one.
+var hubBin string
 
 // Report is what a run measured (the -json output).
 type Report struct {
@@ -190,9 +194,13 @@ func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	logf("building roomrelay")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "github.com/roomrelay/roomrelay/cmd/roomrelay").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %w: %s", err, out)
+	if hubBin != "" {
+		b.bin = hubBin
+	} else {
+		logf("building roomrelay")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", b.bin, "github.com/roomrelay/roomrelay/cmd/roomrelay").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build: %w: %s", err, out)
+		}
 	}
 	if b.addr, err = benchutil.FreeAddr(); err != nil {
 		return nil, err

@@ -142,6 +142,22 @@ func TestNodeNameHeldByALiveNode(t *testing.T) {
 	startHub(t, Config{NATSURL: url, NodeName: "ghost", NodeBeat: beat})
 }
 
+// TestEmbeddedRestartAfterCrashTakesItsName: with embedded NATS the store
+// is the hub's alone, so a fresh record of its own name (left by a crash:
+// here written by the previous run, with a beat of an hour) is its
+// predecessor's; the restart does not wait a beat and a half of it (an
+// hour and a half: startHub would give up after 30 s).
+func TestEmbeddedRestartAfterCrashTakesItsName(t *testing.T) {
+	dir := t.TempDir()
+	a := startHub(t, Config{DataDir: dir, NodeName: "first"})
+	rec := nodeRec{Node: "crashed", Started: time.Now().UTC(), Refreshed: time.Now().UTC(), BeatMS: time.Hour.Milliseconds()}
+	if _, err := a.Hub.st.nodes.Put(context.Background(), nodeKey("crashed"), mustJSON(rec)); err != nil {
+		t.Fatal(err)
+	}
+	a.stop()
+	startHub(t, Config{DataDir: dir, NodeName: "crashed", NodeBeat: time.Hour})
+}
+
 // TestCrashedNodeFailsFast: node a holds the device's socket and a command
 // in flight from node b; a loses NATS (as a crashed process does for the
 // others). The command fails with device_offline long before its deadline,

@@ -196,6 +196,13 @@ func (h *Hub) followNodes(ctx context.Context, w jetstream.KeyWatcher) {
 // owner lives. A clean stop deletes the record, so only a restart after a
 // crash waits.
 func (h *Hub) claimNodeName(ctx context.Context) error {
+	if h.cfg.NATSURL == "" {
+		// Embedded NATS is this process's alone (it does not listen) on a
+		// data dir this process holds locked: a record of its name is its
+		// own predecessor's, dead. Waiting it out cost every restart after
+		// a crash a beat and a half before the hub was ready.
+		return nil
+	}
 	key := nodeKey(h.cfg.NodeName)
 	e, err := h.st.nodes.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {

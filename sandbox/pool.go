@@ -38,9 +38,12 @@ type Pool struct {
 	workers map[*worker]struct{}
 	running int // runs holding a slot
 
-	stop chan struct{}  // closed by Close: runs in flight stop
-	runs sync.WaitGroup // runs holding a slot; Add only while not closed
-	wg   sync.WaitGroup // the reaper and every worker's waiter
+	stop chan struct{} // closed by Close: runs in flight stop
+	// idled (cap 1) wakes reap when a worker goes idle: with none idle,
+	// reap waits on it instead of ticking (an idle agent has no worker).
+	idled chan struct{}
+	runs  sync.WaitGroup // runs holding a slot; Add only while not closed
+	wg    sync.WaitGroup // the reaper and every worker's waiter
 }
 
 // PoolStats counts worker lifecycle events.
@@ -70,6 +73,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		log:     cfg.Logger,
 		sem:     make(chan struct{}, cfg.Workers),
 		stop:    make(chan struct{}),
+		idled:   make(chan struct{}, 1),
 		workers: map[*worker]struct{}{},
 	}
 	p.wg.Add(1)
@@ -247,6 +251,10 @@ func (p *Pool) putIdle(w *worker) {
 	w.idleSince = time.Now()
 	p.idle = append(p.idle, w)
 	p.mu.Unlock()
+	select {
+	case p.idled <- struct{}{}:
+	default:
+	}
 }
 
 func (p *Pool) forget(w *worker) {
@@ -334,16 +342,29 @@ func (p *Pool) spawn(ctx context.Context, libs map[string]string) (*worker, erro
 	return w, nil
 }
 
-// reap retires workers idle for longer than IdleTimeout.
+// reap retires workers idle for longer than IdleTimeout, looking every
+// IdleTimeout/2 while there are idle workers and not at all while there are
+// none: a ticker running for an empty pool woke an idle agent every 15 s.
 func (p *Pool) reap() {
 	defer p.wg.Done()
 	every := p.cfg.IdleTimeout / 2
 	if every < 50*time.Millisecond {
 		every = 50 * time.Millisecond
 	}
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
+		p.mu.Lock()
+		none := len(p.idle) == 0
+		p.mu.Unlock()
+		if none {
+			select {
+			case <-p.stop:
+				return
+			case <-p.idled:
+			}
+		}
+		t.Reset(every)
 		select {
 		case <-p.stop:
 			return

@@ -35,7 +35,9 @@ in-process server with JetStream in the data dir by default (no port opened),
 or an external NATS server or cluster with --nats. Its admin token is read from
 --admin-token, ROOMRELAY_ADMIN_TOKEN, or the file admin-token in the data dir
 (created 0600 on first start). MCP clients (Claude Code and others) connect
-to {hub}/mcp with a client token from ` + "`roomrelay hub token create`" + `.
+to {hub}/mcp and sign in with OAuth (docs/oauth.md: on loopback the hub is its
+own issuer; elsewhere it needs --public-url), or send a client token from
+` + "`roomrelay hub token create`" + `.
 Prometheus metrics: {hub}/metrics (admin token) or --metrics-listen; see docs/metrics.md.
 
 For non-loopback use serve HTTPS: --tls-cert and --tls-key (PEM files; a
@@ -120,8 +122,10 @@ func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 			fmt.Fprintf(e.Stderr, "OAuth for MCP clients: issuer %s (a loopback hub is its own issuer; elsewhere give --public-url); approve on the device or add approvers with `roomrelay hub approver add NAME --project P`\n", public)
 		case oa.on:
 			fmt.Fprintf(e.Stderr, "OAuth for MCP clients: issuer %s; add approvers with `roomrelay hub approver add NAME --project P`\n", public)
+		case !*of.on:
+			fmt.Fprintln(e.Stderr, "OAuth for MCP clients is off (--oauth=false); MCP clients use client tokens")
 		default:
-			fmt.Fprintln(e.Stderr, "OAuth for MCP clients is off (it needs --public-url); MCP clients use client tokens")
+			fmt.Fprintln(e.Stderr, "OAuth for MCP clients is off (a hub not on loopback needs --public-url); MCP clients use client tokens")
 		}
 		fmt.Fprint(e.Stderr, msrv.banner())
 		if err := srv.wait(); err != nil && !errors.Is(err, context.Canceled) {

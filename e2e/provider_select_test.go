@@ -131,8 +131,10 @@ func TestAppSelectsItself(t *testing.T) {
 
 	// Selected now: the hello is accepted (the agent reloads the policy it
 	// saved; retried until it has).
+	var appConn *websocket.Conn
 	eventually(t, "the app's hello accepted", func() bool {
-		_, err := helloApp(t, c.Endpoint())
+		conn, err := helloApp(t, c.Endpoint())
+		appConn = conn
 		return err == nil
 	})
 	out := w.run(w.devHome, "status")
@@ -153,6 +155,13 @@ func TestAppSelectsItself(t *testing.T) {
 	// The CLI switches back, through the running agent (audited too).
 	if out := w.run(w.devHome, "provider", "builtin"); !strings.Contains(out, "room provider: builtin") {
 		t.Fatalf("provider builtin: %s", out)
+	}
+	// The connected app is told at once: 4004, with the fix.
+	_ = appConn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for err = nil; err == nil; _, _, err = appConn.ReadMessage() {
+	}
+	if !errors.As(err, &ce) || ce.Code != provider.CloseNotSelected || ce.Text != provider.NotSelectedReason {
+		t.Fatalf("the app connected when builtin was selected: %v; want close 4004", err)
 	}
 	var show struct {
 		Provider string `json:"provider"`

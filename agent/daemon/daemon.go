@@ -395,6 +395,9 @@ func (d *Daemon) poke(ctx context.Context, force bool) {
 		d.announcePolicy(ctx)
 		d.announceRooms(ctx)
 		d.announceProvider()
+		if d.prov != nil {
+			d.prov.Reselect() // an app no longer selected is told so (4004)
+		}
 	}
 	d.publishDecisions(ctx, force)
 }

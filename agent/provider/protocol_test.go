@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +87,30 @@ func TestOversizedMessageIs1009(t *testing.T) {
 				t.Fatalf("%d bytes (after hello %v): the app read %v, want close 1009", size, afterHello, err)
 			}
 		}
+	}
+}
+
+// TestDeselectedAppIsClosed: when the owner switches to the builtin
+// provider, the connected app is closed with 4004 and the reason naming the
+// fix, not left connected serving nobody.
+func TestDeselectedAppIsClosed(t *testing.T) {
+	var selected atomic.Bool
+	selected.Store(true)
+	ts := startServer(t, func(c *Config) { c.Selected = selected.Load })
+	app := connectApp(t, ts, allCaps, roomAnswer("r"))
+	ts.Reselect() // still selected: nothing happens
+	if _, ok := ts.Connected(); !ok {
+		t.Fatal("a selected app was closed")
+	}
+	selected.Store(false)
+	ts.Reselect()
+	if c := app.closeCode(t); c != CloseNotSelected {
+		t.Fatalf("close %d, want %d", c, CloseNotSelected)
+	}
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	var ce *websocket.CloseError
+	if !errors.As(app.closeErr, &ce) || ce.Text != NotSelectedReason {
+		t.Fatalf("close %v, want the reason %q", app.closeErr, NotSelectedReason)
 	}
 }

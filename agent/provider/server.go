@@ -180,6 +180,22 @@ func (s *Server) Current() (Conn, bool) {
 	return Conn{App: s.cur.app, Peer: s.cur.peer, Since: s.cur.since}, true
 }
 
+// Reselect closes the current connection with 4004 when the owner's policy
+// no longer selects the app (roomrelay provider builtin): the app learns
+// why at once instead of serving nobody. Called after a policy reload.
+func (s *Server) Reselect() {
+	if s.cfg.Selected() {
+		return
+	}
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur != nil {
+		s.log.Info("the owner's policy selects the builtin provider now; closing the desktop app's connection")
+		cur.close(CloseNotSelected, NotSelectedReason, notRunning("the owner's policy selects the builtin room provider"))
+	}
+}
+
 // Close closes the current connection (1001 going away), refuses new ones
 // and waits for the ServeHTTP calls to return.
 func (s *Server) Close() {

@@ -31,7 +31,8 @@ import (
 //	go test -run '^$' -bench ProviderReadRoom -benchtime 1000x ./e2e
 //
 // ROOMRELAY_BENCH_NODE_PROF=DIR runs the Node app with --cpu-prof into DIR
-// (with -cpuprofile for this process: the hub and the agents).
+// (with -cpuprofile for this process: the hub and the agents);
+// ROOMRELAY_BENCH_NODE_FLAGS adds node flags (e.g. --trace-gc).
 func BenchmarkProviderReadRoom(b *testing.B) {
 	h := startHub(b, hub.Config{DataDir: b.TempDir()})
 	setup := func(app bool) *device {
@@ -108,7 +109,7 @@ func startNodeBenchApp(b *testing.B, sock, room string) string {
 		return missing
 	}
 	compileTSClient(b, dir)
-	args := []string{}
+	args := strings.Fields(os.Getenv("ROOMRELAY_BENCH_NODE_FLAGS"))
 	if prof := os.Getenv("ROOMRELAY_BENCH_NODE_PROF"); prof != "" {
 		args = append(args, "--cpu-prof", "--cpu-prof-dir", prof)
 	}
@@ -139,14 +140,21 @@ func startNodeBenchApp(b *testing.B, sock, room string) string {
 	})
 	ready := make(chan error, 1)
 	go func() {
+		// Read to the end: a Node flag's output (--trace-gc) must not fill
+		// the pipe and stall the app.
 		sc := bufio.NewScanner(out)
+		registered := false
 		for sc.Scan() {
-			if sc.Text() == "ready" {
+			if sc.Text() == "ready" && !registered {
+				registered = true
 				ready <- nil
-				return
+				continue
 			}
+			fmt.Fprintln(os.Stderr, "node app:", sc.Text())
 		}
-		ready <- fmt.Errorf("the Node app exited before it registered")
+		if !registered {
+			ready <- fmt.Errorf("the Node app exited before it registered")
+		}
 	}()
 	select {
 	case err := <-ready:

@@ -7,15 +7,22 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/localapi"
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // liveAgent is a client of the running agent's local API, or nil when no
 // agent answers (no discovery file, or a stale one): the caller then works
 // on the files, as without an agent. While an agent runs its changes go
 // through it, so there is one writer and each change is audited with
-// decided_via cli.
-func liveAgent(ctx context.Context, p device.Paths) *localapi.Client {
+// decided_via cli. A discovery file, socket or answering process of
+// another user is never spoken to: liveAgent says so on stderr and the
+// caller works on the files.
+func liveAgent(ctx context.Context, e *Env, p device.Paths) *localapi.Client {
 	c, _, err := localapi.Discover(ctx, p.Config)
+	if errors.Is(err, localapi.ErrNotOwned) {
+		fmt.Fprintf(e.Stderr, "roomrelay: warning: %s\n", relay.PrintableLine(err.Error()))
+		return nil
+	}
 	if err != nil {
 		return nil
 	}

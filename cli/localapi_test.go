@@ -104,3 +104,48 @@ func TestLiveChangesGoThroughTheAgent(t *testing.T) {
 		t.Fatalf("audited through the agent: %s", got)
 	}
 }
+
+// TestCLIRefusesAnotherUsersEndpoint: a discovery file left in the config
+// dir that names a socket of another user is never spoken to: `disable`
+// says so on stderr and changes the policy file itself (#29.5: it printed
+// "disabled" after sending the change to the other user's socket, and the
+// policy stayed as it was).
+func TestCLIRefusesAnotherUsersEndpoint(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to make a socket another user's")
+	}
+	home := t.TempDir()
+	env := map[string]string{"ROOMRELAY_HOME": home}
+	if code, _, errs := run(t, env, "enable", "p1"); code != ExitOK {
+		t.Fatalf("enable: %d %s", code, errs)
+	}
+	// A socket someone answers on, made another user's.
+	dir, err := os.MkdirTemp("", "rr-cli-squat-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, _, err := localapi.Listen(localapi.ListenConfig{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sock := filepath.Join(dir, localapi.SocketName)
+	if err := os.Chown(sock, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := localapi.WriteDiscovery(filepath.Join(home, "config"), localapi.Discovery{Transport: localapi.TransportUnix, Path: sock}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := run(t, env, "disable", "p1")
+	if code != ExitOK || !strings.Contains(errs, "warning: local api: not this user's: the socket "+sock+" belongs to uid 65534") {
+		t.Fatalf("disable with another user's socket named: %d %s", code, errs)
+	}
+	p, err := allowlist.Load(filepath.Join(home, "config", daemon.PolicyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr, ok := p.Project("p1"); !ok || pr.Enabled {
+		t.Fatalf("the policy file after disable: %+v %v", pr, ok)
+	}
+}

@@ -96,7 +96,7 @@ func setupEnable(fs *flag.FlagSet, e *Env) Runner {
 		if err != nil {
 			return exitErr(ExitUsage, err)
 		}
-		if c := liveAgent(ctx, p); c != nil {
+		if c := liveAgent(ctx, e, p); c != nil {
 			// The running agent writes the file (one writer) and reloads it.
 			defer c.Close()
 			if _, err := c.Do(ctx, "POST", "projects/"+project+"/enable", req, nil, nil); err != nil {
@@ -157,7 +157,7 @@ func setupDisable(fs *flag.FlagSet, e *Env) Runner {
 		if err := pol.Disable(args[0]); err != nil {
 			return exitErr(ExitFailure, err)
 		}
-		if c := liveAgent(ctx, p); c != nil {
+		if c := liveAgent(ctx, e, p); c != nil {
 			defer c.Close()
 			if _, err := c.Do(ctx, "POST", "projects/"+args[0]+"/disable", nil, nil, nil); err != nil {
 				return apiFailure("disabled", err)

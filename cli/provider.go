@@ -45,7 +45,7 @@ func setupProvider(fs *flag.FlagSet, e *Env) Runner {
 		sel, changed := pol.Provider(), false
 		if len(args) == 1 {
 			want := args[0]
-			if c := liveAgent(ctx, p); c != nil {
+			if c := liveAgent(ctx, e, p); c != nil {
 				// The running agent writes the file (one writer), audits and
 				// reloads it.
 				defer c.Close()

@@ -194,7 +194,7 @@ func setupReviewApprove(fs *flag.FlagSet, e *Env) Runner {
 		if err != nil {
 			return err
 		}
-		return reviewApprove(ctx, e, open, liveAgent(ctx, p), args[0], *hash)
+		return reviewApprove(ctx, e, open, liveAgent(ctx, e, p), args[0], *hash)
 	}
 }
 
@@ -209,7 +209,7 @@ func setupReviewDecline(fs *flag.FlagSet, e *Env) Runner {
 		if err != nil {
 			return err
 		}
-		if c := liveAgent(ctx, p); c != nil {
+		if c := liveAgent(ctx, e, p); c != nil {
 			defer c.Close()
 			var dr localapi.DecisionResponse
 			if _, err := c.Do(ctx, "POST", "proposals/"+args[0]+"/decline", localapi.DecideRequest{DecidedVia: localapi.ViaCLI}, &dr, nil); err != nil {

@@ -169,7 +169,7 @@ func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, ca
 	}
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data,
 		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger,
-		TLSConfig: tlsCfg, RuntimeDir: p.Runtime, OAuth: device.OAuthApprover{Paths: p},
+		TLSConfig: tlsCfg, RuntimeDir: p.Runtime, SocketShortDir: socketShortDir(e), OAuth: device.OAuthApprover{Paths: p},
 		Enrolled: func() []string {
 			if c, err := device.LoadConfig(p); err == nil {
 				return c.Projects
@@ -209,4 +209,20 @@ func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, ca
 		return nil, nil, err
 	}
 	return d, pool, nil
+}
+
+// socketShortDir is where the local API's socket goes when its usual path
+// is too long for a socket address: the user's runtime dir, even below
+// --home, else the user's home; never a shared directory such as /tmp.
+func socketShortDir(e *Env) string {
+	if rt := e.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+		return rt
+	}
+	if h := e.Getenv("HOME"); filepath.IsAbs(h) {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return h
+	}
+	return ""
 }

@@ -39,7 +39,7 @@ func setupStatus(fs *flag.FlagSet, e *Env) Runner {
 		// otherwise.
 		var live *agent.Status
 		var prov *localapi.ProviderState
-		if c := liveAgent(ctx, p); c != nil {
+		if c := liveAgent(ctx, e, p); c != nil {
 			var st localapi.StatusResponse
 			if _, err := c.Do(ctx, "GET", "status", nil, &st, nil); err == nil {
 				live, prov = &st.Status, &st.Provider

@@ -88,7 +88,11 @@ type Config struct {
 	// the state dir; the CLI leaves it empty under --home). NoLocalAPI
 	// runs without the local API (in-process tests of several agents).
 	RuntimeDir string
-	NoLocalAPI bool
+	// SocketShortDir is a short directory of the user's own (the runtime
+	// dir, else the home) for the socket when its usual path is too long
+	// for a socket address (localapi.ListenConfig.ShortDir).
+	SocketShortDir string
+	NoLocalAPI     bool
 	// Enrolled lists the projects the hub enrolled the device for (the
 	// CLI reads config.json), for the local API's project list.
 	Enrolled func() []string

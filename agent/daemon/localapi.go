@@ -51,7 +51,7 @@ func (a *apiDecisions) take(id string) bool {
 // taken, the runtime dir is not the user's) refuses to start the agent.
 func (d *Daemon) openLocalAPI() error {
 	lc := localapi.Config{
-		Listen:          localapi.ListenConfig{RuntimeDir: d.cfg.RuntimeDir, StateDir: d.cfg.StateDir},
+		Listen:          localapi.ListenConfig{RuntimeDir: d.cfg.RuntimeDir, StateDir: d.cfg.StateDir, ShortDir: d.cfg.SocketShortDir},
 		ConfigDir:       d.cfg.ConfigDir,
 		PolicyPath:      d.policyPath(),
 		Version:         d.cfg.Version,

@@ -46,9 +46,14 @@ func NewClient(ep Endpoint) *Client {
 }
 
 // Discover reads the discovery file in configDir and checks that the agent
-// answers there; ErrNotRunning (wrapped) when it does not.
+// answers there; ErrNotRunning (wrapped) when it does not, ErrNotOwned
+// (wrapped) when the file, the socket or the process answering on it is
+// another user's: the client never speaks to those.
 func Discover(ctx context.Context, configDir string) (*Client, Discovery, error) {
 	d, err := ReadDiscovery(configDir)
+	if errors.Is(err, ErrNotOwned) {
+		return nil, d, err
+	}
 	if err != nil {
 		return nil, d, fmt.Errorf("%w: %w", ErrNotRunning, err)
 	}
@@ -56,6 +61,9 @@ func Discover(ctx context.Context, configDir string) (*Client, Discovery, error)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := dialEndpoint(ctx, c.ep)
+	if errors.Is(err, ErrNotOwned) {
+		return nil, d, err
+	}
 	if err != nil {
 		return nil, d, fmt.Errorf("%w: %w", ErrNotRunning, err)
 	}

@@ -7,8 +7,12 @@
 // Transport. There is no TCP listener. On Linux and macOS the server listens
 // on a unix socket in a directory only the user can enter (0700; the socket
 // itself 0600) under $XDG_RUNTIME_DIR/roomrelay, else in the state dir, and
-// in a short directory under the temp dir when that path would not fit a
-// socket address. On Windows it is a named pipe whose security descriptor
+// in a hashed directory under the user's runtime dir or home when that path
+// would not fit a socket address (never under a shared directory such as
+// /tmp); every directory above it must be the user's or root's and
+// writable by nobody else unless sticky. Clients (Discover, Dial) check
+// that the discovery file, the socket and the process answering on it are
+// their own user's before they speak (ErrNotOwned). On Windows it is a named pipe whose security descriptor
 // grants only the user and SYSTEM, created first-instance so a name another
 // process took (squatting) refuses to start. Listen and PeerOf are the two
 // per-OS functions; a discovery file, localapi.json in the config dir, names

@@ -21,15 +21,35 @@ import (
 // TestMain doubles as the client run as another user: with
 // RR_LOCALAPI_PEER_SOCKET set, the binary GETs status on that socket and
 // prints the outcome ("dial: …" or "status NNN code").
+//
+// With RR_LOCALAPI_PEER_LISTEN set it is a server run as another user: it
+// listens on that socket (mode 0666) and answers every request 200.
 func TestMain(m *testing.M) {
 	if path := os.Getenv("RR_LOCALAPI_PEER_SOCKET"); path != "" {
 		os.Exit(peerClient(path))
 	}
+	if path := os.Getenv("RR_LOCALAPI_PEER_LISTEN"); path != "" {
+		os.Exit(peerServer(path))
+	}
 	os.Exit(m.Run())
 }
 
+func peerServer(path string) int {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	os.Chmod(path, 0o666)
+	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "{}") }))
+	return 0
+}
+
+// peerClient is a hostile client: a plain dial, none of the client's
+// checks of whose the socket is.
 func peerClient(path string) int {
-	c, err := dialEndpoint(context.Background(), Endpoint{Transport: TransportUnix, Path: path})
+	var d net.Dialer
+	c, err := d.DialContext(context.Background(), "unix", path)
 	if err != nil {
 		fmt.Printf("dial: %v\n", err)
 		return 0

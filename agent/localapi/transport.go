@@ -31,10 +31,18 @@ type ListenConfig struct {
 	RuntimeDir string
 	// StateDir is the agent's state dir, the fallback for the socket.
 	StateDir string
-	// TempDir is where the short fallback directory goes when the socket's
-	// path would not fit a socket address (default os.TempDir()).
-	TempDir string
+	// ShortDir is a short directory of the user's own (the CLI passes
+	// $XDG_RUNTIME_DIR when set, else the user's home) under which the
+	// socket goes, in a hashed subdirectory, when the usual path would not
+	// fit a socket address; "" refuses such a path. Never a shared
+	// directory such as /tmp: another user could create the subdirectory
+	// first.
+	ShortDir string
 }
+
+// ErrNotOwned: the discovery file, the socket, or the process answering on
+// it belongs to another user; a client never speaks to it.
+var ErrNotOwned = errors.New("local api: not this user's")
 
 // Endpoint is where the local API listens.
 type Endpoint struct {
@@ -101,10 +109,15 @@ func WriteDiscovery(dir string, d Discovery) error {
 	return nil
 }
 
-// ReadDiscovery reads localapi.json from dir.
+// ReadDiscovery reads localapi.json from dir. On Unix the file must be
+// this user's and writable by nobody else (ErrNotOwned otherwise).
 func ReadDiscovery(dir string) (Discovery, error) {
 	var d Discovery
-	b, err := os.ReadFile(filepath.Join(dir, DiscoveryFile))
+	path := filepath.Join(dir, DiscoveryFile)
+	if err := checkDiscoveryFile(path); err != nil {
+		return d, err
+	}
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return d, fmt.Errorf("local api: %w", err)
 	}

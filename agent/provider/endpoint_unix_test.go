@@ -10,6 +10,6 @@ import (
 
 // endpointFor is where localapi.Listen puts the endpoint for state dir dir.
 func endpointFor(_ testing.TB, dir string) localapi.Endpoint {
-	p, _ := localapi.SocketPath(localapi.ListenConfig{StateDir: dir})
+	p, _, _ := localapi.SocketPath(localapi.ListenConfig{StateDir: dir})
 	return localapi.Endpoint{Transport: localapi.TransportUnix, Path: p}
 }

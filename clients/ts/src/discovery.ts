@@ -2,7 +2,7 @@
 // writes in its config dir once it listens (and removes when it stops), read
 // afresh each time, since an agent restart changes its pid and boot id and
 // may move the socket.
-import { readFile } from "node:fs/promises";
+import { lstat, readFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { RoomrelayError } from "./errors.js";
@@ -40,9 +40,29 @@ export function configDir(opts: DiscoverOptions = {}): string {
   return path.join(xdg, "roomrelay");
 }
 
-/** readDiscoveryFile reads localapi.json from the config dir. */
+/**
+ * checkOwner refuses (code not_yours) a discovery file or socket that
+ * belongs to another user, or a discovery file others may write: a stale
+ * localapi.json may name a socket another user put there. Nothing to check
+ * on Windows (the pipe name carries the user's SID; docs/localapi.md).
+ */
+async function checkOwner(what: "the discovery file" | "the socket", file: string): Promise<void> {
+  if (typeof process.getuid !== "function") return;
+  let st;
+  try {
+    st = await lstat(file);
+  } catch {
+    return; // missing: reading or connecting says so
+  }
+  const me = process.getuid();
+  if (st.uid !== me) throw new RoomrelayError("not_yours", `${what} ${file} belongs to uid ${st.uid}, not to you (uid ${me}); not speaking to it (another user may have put it there)`);
+  if (what === "the discovery file" && (!st.isFile() || (st.mode & 0o022) !== 0)) throw new RoomrelayError("not_yours", `${file} is not a regular file only you can write; not trusting it`);
+}
+
+/** readDiscoveryFile reads localapi.json from the config dir; not_yours when it or its socket is another user's. */
 export async function readDiscoveryFile(opts: DiscoverOptions = {}): Promise<Endpoint> {
   const file = path.join(configDir(opts), "localapi.json");
+  await checkOwner("the discovery file", file);
   let raw: string;
   try {
     raw = await readFile(file, "utf8");
@@ -57,6 +77,7 @@ export async function readDiscoveryFile(opts: DiscoverOptions = {}): Promise<End
     throw new RoomrelayError("no_discovery", `${file}: not JSON`, { retryable: true, cause: err });
   }
   if (typeof v.path !== "string" || v.path === "") throw new RoomrelayError("no_discovery", `${file}: no "path"`);
+  if ((v.transport ?? "unix") === "unix") await checkOwner("the socket", v.path);
   return { ...v, transport: v.transport ?? "unix", path: v.path, source: "file" };
 }
 

@@ -20,6 +20,7 @@ export type ErrorCode =
   | "timeout"
   | "bad_response"
   | "no_discovery"
+  | "not_yours"
   | (string & {});
 
 export class RoomrelayError extends Error {

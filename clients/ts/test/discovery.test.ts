@@ -3,7 +3,7 @@
 // guess"). Real files and real listening sockets; no agent needed.
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -82,4 +82,19 @@ test("a client from discover() follows the discovery file when its endpoint refu
   // A client given a fixed socket does not move.
   const fixed = new LocalAPIClient({ socketPath: first });
   await assert.rejects(fixed.status(), (e: unknown) => e instanceof RoomrelayError && e.code === "agent_not_running");
+});
+
+test("a discovery file or socket of another user: not_yours, never used (#29.5)", { skip: (typeof process.getuid !== "function" || process.getuid() !== 0) && "needs root to chown to another uid" }, async () => {
+  const home = path.join(tmp, "o");
+  const sock = path.join(home, "s.sock");
+  await listen(sock);
+  mkdirSync(path.join(home, "config"), { recursive: true });
+  const file = path.join(home, "config", "localapi.json");
+  writeFileSync(file, JSON.stringify({ transport: "unix", path: sock }), { mode: 0o600 });
+  assert.equal((await discover({ home, env: {} })).path, sock, "ours: used");
+  chownSync(sock, 65534, 65534);
+  await assert.rejects(discover({ home, env: {} }), (e: unknown) => e instanceof RoomrelayError && e.code === "not_yours" && /the socket .* belongs to uid 65534/.test(e.message));
+  chownSync(sock, 0, 0);
+  chownSync(file, 65534, 65534);
+  await assert.rejects(discover({ home, env: {} }), (e: unknown) => e instanceof RoomrelayError && e.code === "not_yours" && /the discovery file .* belongs to uid 65534/.test(e.message));
 });

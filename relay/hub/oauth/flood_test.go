@@ -73,6 +73,9 @@ func flood(t *testing.T, c *http.Client, n int, d time.Duration, mk func(i int) 
 	return res
 }
 
+// atMost is what a bucket of n a minute (burst n) lets through in d.
+func atMost(n int, d time.Duration) int { return n + int(float64(n)*d.Minutes()) + 1 }
+
 func formPost(u string, v url.Values) *http.Request {
 	r, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(v.Encode()))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -161,7 +164,7 @@ func TestRefreshFloodBounded(t *testing.T) {
 	after := ta.bucketBytes(tokensBucket)
 	t.Logf("refresh flood: %d refreshes in %v (%v), the tokens bucket %d -> %d bytes (+%d)",
 		n, took.Round(time.Millisecond), byStatus, before, after, int64(after)-int64(before))
-	if byStatus[200] > tokenPerGrant*(int(took/time.Minute)+1) {
+	if byStatus[200] > atMost(tokenPerGrant, took) {
 		t.Errorf("%d refreshes of one grant succeeded in %v, want at most %d a minute", byStatus[200], took, tokenPerGrant)
 	}
 	// Strangers' token requests, from yet another address: held per prefix.
@@ -169,7 +172,7 @@ func TestRefreshFloodBounded(t *testing.T) {
 		return formPost(ta.url+PathToken, url.Values{"grant_type": {"refresh_token"}, "client_id": {"rrcl-x"}, "refresh_token": {newSecret(PrefixRefresh)}})
 	})
 	t.Logf("token flood (strangers): %d requests in %v (%v)", res.sent, res.took.Round(time.Millisecond), res.byStatus)
-	if res.byStatus[http.StatusTooManyRequests] == 0 || res.byStatus[http.StatusBadRequest] > tokenPerPrefix*(int(res.took/time.Minute)+1) {
+	if res.byStatus[http.StatusTooManyRequests] == 0 || res.byStatus[http.StatusBadRequest] > atMost(tokenPerPrefix, res.took) {
 		t.Errorf("the token endpoint was not limited per client prefix: %v", res.byStatus)
 	}
 	// Another client signs in, from the test's own address.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/roomrelay/roomrelay/internal/keyrate"
 	"github.com/roomrelay/roomrelay/relay/hub"
 )
 
@@ -38,50 +39,19 @@ func (s *Server) rateLimited(w http.ResponseWriter, wait time.Duration, rule str
 	writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": string(codeRateLimited), "error_description": rule})
 }
 
-// rateLimiter allows n events per window per key (a fixed window), in
-// bounded memory.
+// rateLimiter is n events per window per key: roomrelay's one token
+// bucket (internal/keyrate, burst n), in bounded memory.
 type rateLimiter struct {
-	n      int
-	window time.Duration
-	now    func() time.Time
-	mu     sync.Mutex
-	m      map[string]*rlWin
-}
-
-type rlWin struct {
-	start time.Time
-	count int
+	b *keyrate.Buckets
+	r keyrate.Rate
 }
 
 func newRateLimiter(n int, window time.Duration, now func() time.Time) *rateLimiter {
-	return &rateLimiter{n: n, window: window, now: now, m: map[string]*rlWin{}}
+	return &rateLimiter{b: keyrate.New(10_000, now), r: keyrate.Per(n, window, n)}
 }
 
-func (l *rateLimiter) take(key string) (bool, time.Duration) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.m[key]
-	if w == nil || now.Sub(w.start) >= l.window {
-		if len(l.m) >= 10_000 {
-			for k, v := range l.m {
-				if now.Sub(v.start) >= l.window {
-					delete(l.m, k)
-				}
-			}
-			if len(l.m) >= 10_000 {
-				clear(l.m) // a flood of addresses: start over rather than grow
-			}
-		}
-		w = &rlWin{start: now}
-		l.m[key] = w
-	}
-	if w.count >= l.n {
-		return false, w.start.Add(l.window).Sub(now)
-	}
-	w.count++
-	return true, 0
-}
+// take spends one event of key; refused, it says when to retry.
+func (l *rateLimiter) take(key string) (bool, time.Duration) { return l.b.Take(key, l.r, 1) }
 
 // logLimiter bounds the log lines strangers can cause: at most n a
 // window; the next line let through says how many were dropped.

@@ -387,9 +387,4 @@ func parseScope(s string) (string, error) {
 
 // cut bounds a string quoted back into an error, never inside a UTF-8
 // character.
-func cut(s string, n int) string {
-	if len(s) > n {
-		return relay.CutUTF8(s, n) + "…"
-	}
-	return s
-}
+func cut(s string, n int) string { return relay.Clip(s, n) }

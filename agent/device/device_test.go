@@ -159,3 +159,27 @@ func deadPID(t *testing.T) int {
 	}
 	return cmd.Process.Pid
 }
+
+// TestXDGConfigHomeMovesTheConfigDir pins what docs/localapi.md says: on
+// Linux an absolute XDG_CONFIG_HOME moves the config dir, and with it the
+// discovery file localapi.json and the policy; a relative one is refused
+// (Go's os.UserConfigDir), naming --home; --home wins over it.
+func TestXDGConfigHomeMovesTheConfigDir(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("XDG_CONFIG_HOME is read on Linux and other Unixes but macOS")
+	}
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	p, err := ResolvePaths("", func(string) string { return "" })
+	if err != nil || p.Config != filepath.Join(cfg, "roomrelay") {
+		t.Fatalf("config dir %q (%v), want %s", p.Config, err, filepath.Join(cfg, "roomrelay"))
+	}
+	home := t.TempDir()
+	if p, err := ResolvePaths(home, func(string) string { return "" }); err != nil || p.Config != filepath.Join(home, "config") {
+		t.Fatalf("--home: config dir %q (%v)", p.Config, err)
+	}
+	t.Setenv("XDG_CONFIG_HOME", "relative/cfg")
+	if _, err := ResolvePaths("", func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "--home") {
+		t.Fatalf("a relative XDG_CONFIG_HOME: %v, want refused naming --home", err)
+	}
+}

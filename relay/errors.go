@@ -26,25 +26,36 @@ const (
 	CodeInternal            Code = "internal"
 )
 
-// codeInfo says, per code, whether a caller may retry and what a person can do.
+// codeInfo is the one table of the closed set: per code, the HTTP status
+// every HTTP surface answers it with (the hub's API, the local API), whether
+// a caller may retry, and the hint that tells a model (the MCP front) or a
+// person what to do next; the message says what happened. No other file maps
+// a code to a status, a retry or a hint (TestCodesAgreeOnEverySurface).
+//
+// busy is 503, not 429: it says the device is at its own capacity (commands
+// in flight, local API connections), which is the server being temporarily
+// unable (RFC 9110 §15.6.4); 429 is rate_limited, the caller sending too much
+// (RFC 6585 §4). The local API always answered busy with 503; the hub's
+// command API said 429 and now agrees.
 var codeInfo = map[Code]struct {
+	status    int
 	retryable bool
 	hint      string
 }{
-	CodeNotEnrolled:         {false, "enroll the device for this project: `roomrelay hub pair --project P` on the hub, then `roomrelay enroll` on the device"},
-	CodeDeviceOffline:       {true, "the device's agent is not connected; ask its owner to start `roomrelay run` (or the service) and try again"},
-	CodeProjectNotEnabled:   {false, "the device owner has not enabled this project; they can run `roomrelay enable PROJECT` on the device"},
-	CodeCommandNotAllowed:   {false, "the device owner's allowlist does not allow this command for this project"},
-	CodeInvalidArgs:         {false, "fix the arguments as the message says and call again"},
-	CodeNotFound:            {false, "no such item is visible to this caller"},
-	CodePendingReview:       {false, "the item waits for the device owner's review; ask them to approve it on the device"},
-	CodeIdempotencyConflict: {false, "this idempotency key was used with other content; derive the key from the content"},
-	CodeExpired:             {true, "the command's deadline passed before it could run; send it again with a later deadline"},
-	CodeBusy:                {true, "the device is running as many commands as it allows; retry shortly"},
-	CodeRateLimited:         {true, "the device owner's rate limit for this project was reached; retry later"},
-	CodeSandboxFailed:       {false, "the snippet failed its smoke-run; see the phase and location in the message"},
-	CodeAppNotRunning:       {true, "the desktop app is not running on the device (the relay is online); ask its owner to open it, and do not retry until they say it is open"},
-	CodeInternal:            {true, "an unexpected error on the device or hub; retry, and check `roomrelay status` on the device"},
+	CodeNotEnrolled:         {403, false, "The laptop is not enrolled for this project; tell the user."},
+	CodeDeviceOffline:       {503, true, "Tell the user the laptop is offline; do not retry until they say it is back."},
+	CodeProjectNotEnabled:   {403, false, "The owner has not enabled this project on that laptop (`roomrelay enable PROJECT`)."},
+	CodeCommandNotAllowed:   {403, false, "Not allowed by the device owner or this token; tell the user."},
+	CodeInvalidArgs:         {400, false, "Fix the arguments as the message says and call again."},
+	CodeNotFound:            {404, false, "Check the id with list_local_rooms or list_room_apps."},
+	CodePendingReview:       {409, false, "It waits for the owner's approval on the laptop (`roomrelay review`)."},
+	CodeIdempotencyConflict: {409, false, "This key was used for other content; derive the key from the content."},
+	CodeExpired:             {504, true, "The laptop did not answer in time; retry once."},
+	CodeBusy:                {503, true, "The laptop is busy; retry shortly."},
+	CodeRateLimited:         {429, true, "Wait as the message says before calling again."},
+	CodeSandboxFailed:       {422, false, "Fix the snippet at the location given and propose it again."},
+	CodeAppNotRunning:       {503, true, "Tell the user the desktop app is closed on their laptop (the relay is online) and ask them to open it; do not retry until they say it is open."},
+	CodeInternal:            {500, true, "Retry once; if it persists, tell the user."},
 }
 
 // Valid reports whether c is in the closed set.
@@ -53,8 +64,18 @@ func (c Code) Valid() bool { _, ok := codeInfo[c]; return ok }
 // Retryable reports whether a caller may retry a command that failed with c.
 func (c Code) Retryable() bool { return codeInfo[c].retryable }
 
-// Hint is a sentence a person can act on.
+// Hint is a sentence saying what to do next (the MCP front appends it to a
+// tool error).
 func (c Code) Hint() string { return codeInfo[c].hint }
+
+// HTTPStatus is the status an HTTP surface answers c with; 500 for a code
+// outside the closed set.
+func (c Code) HTTPStatus() int {
+	if i, ok := codeInfo[c]; ok {
+		return i.status
+	}
+	return 500
+}
 
 // Codes lists the closed set, for documentation and tests.
 func Codes() []Code {

@@ -17,6 +17,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // EnrollOptions is what Enroll needs besides the paths.
@@ -91,11 +92,11 @@ func Enroll(ctx context.Context, p Paths, o EnrollOptions) (*Enrollment, error) 
 	out := &Enrollment{}
 	enr, err := cl.Enroll(ctx, o.Code, o.Name, o.OS, existing)
 	var ae *hubclient.APIError
-	if existing != "" && errors.As(err, &ae) && (ae.Code == "revoked" || ae.Code == "invalid_token") {
+	if existing != "" && errors.As(err, &ae) && (ae.Code == hubapi.CodeRevoked || ae.Code == hubapi.CodeInvalidToken) {
 		// The stored identity is dead: the hub refused it before spending
 		// the code, so the same code starts a fresh enrollment.
 		why := "was revoked"
-		if ae.Code == "invalid_token" {
+		if ae.Code == hubapi.CodeInvalidToken {
 			why = "is not known to this hub"
 		}
 		if o.Notice != nil {

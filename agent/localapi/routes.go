@@ -60,7 +60,7 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ProviderHandler == nil {
-		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, providerUnavailableTx))
+		writeError(w, apiErr(CodeUnavailable, providerUnavailableTx))
 		return
 	}
 	s.cfg.ProviderHandler.ServeHTTP(w, r)
@@ -76,7 +76,7 @@ func (s *Server) routes() {
 		m.HandleFunc(pattern, rt.h(s))
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s (see %sopenapi.json)", r.Method, relay.Clip(r.URL.Path, 200), Prefix)))
+		writeError(w, apiErr(CodeNotFound, fmt.Sprintf("no route %s %s (see %sopenapi.json)", r.Method, relay.Clip(r.URL.Path, 200), Prefix)))
 	})
 	s.mux = m
 }
@@ -173,7 +173,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "since must be a sequence number from an earlier event line"))
+			writeError(w, apiErr(CodeInvalidArgs, "since must be a sequence number from an earlier event line"))
 			return
 		}
 		if b := q.Get("boot_id"); b != "" && b != s.events.BootID() {
@@ -274,13 +274,13 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxAuditLimit {
-			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", fmt.Sprintf("limit must be 1 to %d", maxAuditLimit)))
+			writeError(w, apiErr(CodeInvalidArgs, fmt.Sprintf("limit must be 1 to %d", maxAuditLimit)))
 			return
 		}
 		limit = n
 	}
 	if s.cfg.Audit == nil {
-		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "this agent keeps no audit log"))
+		writeError(w, apiErr(CodeUnavailable, "this agent keeps no audit log"))
 		return
 	}
 	es, err := s.cfg.Audit.Query(audit.Filter{Limit: limit})

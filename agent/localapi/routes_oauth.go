@@ -50,7 +50,7 @@ const noOAuthTx = "this agent cannot approve OAuth sign-ins (it runs without its
 
 func (s *Server) getOAuth(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.OAuth == nil {
-		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, noOAuthTx))
+		writeError(w, apiErr(CodeUnavailable, noOAuthTx))
 		return
 	}
 	req, err := s.cfg.OAuth.OAuthRequest(r.Context(), r.PathValue("code"))
@@ -77,15 +77,15 @@ func (s *Server) decideOAuth(w http.ResponseWriter, r *http.Request) {
 	switch req.Scope {
 	case "", hubapi.ScopeRead, hubapi.ScopeWrite:
 	default:
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "scope must be read or write"))
+		writeError(w, apiErr(CodeInvalidArgs, "scope must be read or write"))
 		return
 	}
 	if !req.Approve && (req.Scope != "" || req.Project != "") {
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "a denial takes no project or scope"))
+		writeError(w, apiErr(CodeInvalidArgs, "a denial takes no project or scope"))
 		return
 	}
 	if s.cfg.OAuth == nil {
-		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, noOAuthTx))
+		writeError(w, apiErr(CodeUnavailable, noOAuthTx))
 		return
 	}
 	ctx, code := r.Context(), r.PathValue("code")
@@ -115,22 +115,22 @@ func (s *Server) decideOAuth(w http.ResponseWriter, r *http.Request) {
 func hubRefusal(err error) *APIError {
 	var he *hubclient.APIError
 	if !errors.As(err, &he) {
-		return apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the hub could not be asked: "+relay.Clip(err.Error(), 300))
+		return apiErr(CodeUnavailable, "the hub could not be asked: "+relay.Clip(err.Error(), 300))
 	}
 	msg := relay.Clip(he.Message, 300)
 	switch {
 	case he.Status == http.StatusNotFound:
-		return apiErr(http.StatusNotFound, "not_found", msg)
+		return apiErr(CodeNotFound, msg)
 	case he.Status == http.StatusForbidden:
-		return apiErr(http.StatusForbidden, CodeForbidden, msg)
+		return apiErr(CodeForbidden, msg)
 	case he.Status == http.StatusConflict:
-		return apiErr(http.StatusConflict, CodeConflict, msg)
+		return apiErr(CodeConflict, msg)
 	case he.Status == http.StatusBadRequest:
-		return apiErr(http.StatusBadRequest, "invalid_args", msg)
+		return apiErr(CodeInvalidArgs, msg)
 	case he.Status == http.StatusUnauthorized:
-		return apiErr(http.StatusServiceUnavailable, CodeUnavailable, "the hub refused this device's token (revoked or unenrolled): "+msg)
+		return apiErr(CodeUnavailable, "the hub refused this device's token (revoked or unenrolled): "+msg)
 	case he.Status == http.StatusTooManyRequests:
-		return apiErr(http.StatusTooManyRequests, "rate_limited", msg)
+		return apiErr(CodeRateLimited, msg)
 	}
-	return apiErr(http.StatusServiceUnavailable, CodeUnavailable, fmt.Sprintf("the hub answered %d %s: %s", he.Status, strings.TrimSpace(he.Code), msg))
+	return apiErr(CodeUnavailable, fmt.Sprintf("the hub answered %d %s: %s", he.Status, strings.TrimSpace(he.Code), msg))
 }

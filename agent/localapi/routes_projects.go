@@ -30,7 +30,7 @@ type ProjectsResponse struct {
 
 func (s *Server) readPolicy() (*allowlist.Policy, string, error) {
 	if s.cfg.PolicyPath == "" {
-		return nil, "", apiErr(http.StatusServiceUnavailable, CodeUnavailable, "this agent has no policy file")
+		return nil, "", apiErr(CodeUnavailable, "this agent has no policy file")
 	}
 	return allowlist.LoadRevision(s.cfg.PolicyPath)
 }
@@ -92,7 +92,7 @@ func matches(r *http.Request, rev string, required bool) *APIError {
 	im := r.Header.Get("If-Match")
 	if im == "" {
 		if required {
-			return apiErr(http.StatusPreconditionRequired, CodePreconditionFailed, "If-Match is required: send the ETag of GET projects")
+			return withStatus(apiErr(CodePreconditionFailed, "If-Match is required: send the ETag of GET projects"), http.StatusPreconditionRequired)
 		}
 		return nil
 	}
@@ -105,7 +105,7 @@ func matches(r *http.Request, rev string, required bool) *APIError {
 			return nil
 		}
 	}
-	return apiErr(http.StatusPreconditionFailed, CodePreconditionFailed, "the policy changed since it was read (revision "+rev+"): read it again and reapply the change")
+	return apiErr(CodePreconditionFailed, "the policy changed since it was read (revision "+rev+"): read it again and reapply the change")
 }
 
 // decodeBody reads a JSON body into v, refusing unknown fields: a typo in
@@ -119,9 +119,9 @@ func decodeBody(r *http.Request, v any) *APIError {
 	case errors.Is(err, io.EOF):
 		return nil
 	case errors.As(err, &mb):
-		return apiErr(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the body is over %d bytes", mb.Limit))
+		return apiErr(CodeTooLarge, fmt.Sprintf("the body is over %d bytes", mb.Limit))
 	case err != nil:
-		return apiErr(http.StatusBadRequest, "invalid_args", "body: "+err.Error())
+		return apiErr(CodeInvalidArgs, "body: "+err.Error())
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request, verb strin
 	if err := edit(pol, id); err != nil {
 		var re *allowlist.RuleError
 		if errors.As(err, &re) {
-			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", re.Msg))
+			writeError(w, apiErr(CodeInvalidArgs, re.Msg))
 			return
 		}
 		writeError(w, asAPIError(err))
@@ -212,7 +212,7 @@ func (s *Server) disableProject(w http.ResponseWriter, r *http.Request) {
 	}
 	s.changePolicy(w, r, "disable", false, func(p *allowlist.Policy, id string) error {
 		if _, ok := p.Project(id); !ok {
-			return apiErr(http.StatusNotFound, "not_found", fmt.Sprintf("project %q is not in the policy", relay.Clip(id, 128)))
+			return apiErr(CodeNotFound, fmt.Sprintf("project %q is not in the policy", relay.Clip(id, 128)))
 		}
 		return p.Disable(id)
 	})

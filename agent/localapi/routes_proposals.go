@@ -26,7 +26,7 @@ type ProposalsResponse struct {
 
 func (s *Server) proposals(w http.ResponseWriter) bool {
 	if s.cfg.Proposals == nil {
-		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "this agent has no local proposal store"))
+		writeError(w, apiErr(CodeUnavailable, "this agent has no local proposal store"))
 		return false
 	}
 	return true
@@ -45,7 +45,7 @@ func (s *Server) listProposals(w http.ResponseWriter, r *http.Request) {
 		f.State = ""
 	case rooms.ProposalPending, rooms.ProposalApproved, rooms.ProposalDeclined:
 	default:
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "state must be pending, approved, declined or all"))
+		writeError(w, apiErr(CodeInvalidArgs, "state must be pending, approved, declined or all"))
 		return
 	}
 	ps, err := s.cfg.Proposals.ListProposals(r.Context(), f)
@@ -145,13 +145,13 @@ func (s *Server) checkProposal(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case d.State != rooms.ProposalPending:
-		writeError(w, apiErr(http.StatusConflict, CodeConflict, "the proposal is "+d.State+"; only a pending proposal is checked"))
+		writeError(w, apiErr(CodeConflict, "the proposal is "+d.State+"; only a pending proposal is checked"))
 		return
 	case d.Kind != rooms.SourceSnippet:
-		writeError(w, apiErr(http.StatusConflict, CodeConflict, review.TextRepoNote+" Review the repository code before approving."))
+		writeError(w, apiErr(CodeConflict, review.TextRepoNote+" Review the repository code before approving."))
 		return
 	case s.cfg.Checker == nil:
-		writeError(w, apiErr(http.StatusServiceUnavailable, CodeUnavailable, "this agent runs no sandbox"))
+		writeError(w, apiErr(CodeUnavailable, "this agent runs no sandbox"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CheckTimeout)
@@ -218,7 +218,7 @@ func checkVia(via *string) *APIError {
 		*via = ViaApp
 	case ViaApp, ViaCLI:
 	default:
-		return apiErr(http.StatusBadRequest, "invalid_args", "decided_via must be app or cli")
+		return apiErr(CodeInvalidArgs, "decided_via must be app or cli")
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 	}
 	approve := want == rooms.ProposalApproved
 	if approve && req.ContentHash == "" {
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", "content_hash is required: the hash of the content the owner reviewed (GET proposals/{id})"))
+		writeError(w, apiErr(CodeInvalidArgs, "content_hash is required: the hash of the content the owner reviewed (GET proposals/{id})"))
 		return
 	}
 	ctx, id := r.Context(), r.PathValue("id")
@@ -261,7 +261,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 	}
 	switch {
 	case errors.Is(err, rooms.ErrContentChanged):
-		writeError(w, apiErr(http.StatusConflict, CodeHashMismatch, "the proposal's content hash is not "+relay.Clip(req.ContentHash, 80)+": review it again (GET proposals/"+id+"); it stays pending"))
+		writeError(w, apiErr(CodeHashMismatch, "the proposal's content hash is not "+relay.Clip(req.ContentHash, 80)+": review it again (GET proposals/"+id+"); it stays pending"))
 		return
 	case errors.Is(err, rooms.ErrNotPending):
 		cur, gerr := s.cfg.Proposals.GetProposal(ctx, id)
@@ -270,11 +270,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 			return
 		}
 		if cur.State != want {
-			writeError(w, apiErr(http.StatusConflict, CodeConflict, "the proposal was already "+cur.State))
+			writeError(w, apiErr(CodeConflict, "the proposal was already "+cur.State))
 			return
 		}
 		if approve && cur.ContentHash != req.ContentHash {
-			writeError(w, apiErr(http.StatusConflict, CodeHashMismatch, "the proposal was approved with another content hash"))
+			writeError(w, apiErr(CodeHashMismatch, "the proposal was approved with another content hash"))
 			return
 		}
 		writeJSON(w, http.StatusOK, DecisionResponse{Proposal: cur.Proposal, State: cur.State, DecidedVia: req.DecidedVia, Repeated: true})

@@ -53,7 +53,7 @@ func (s *Server) putProviderSelection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Provider != allowlist.ProviderApp && req.Provider != allowlist.ProviderBuiltin {
-		writeError(w, apiErr(http.StatusBadRequest, "invalid_args", fmt.Sprintf("provider is %q or %q", allowlist.ProviderApp, allowlist.ProviderBuiltin)))
+		writeError(w, apiErr(CodeInvalidArgs, fmt.Sprintf("provider is %q or %q", allowlist.ProviderApp, allowlist.ProviderBuiltin)))
 		return
 	}
 	s.policyMu.Lock()
@@ -70,7 +70,7 @@ func (s *Server) putProviderSelection(w http.ResponseWriter, r *http.Request) {
 	changed := pol.Provider() != req.Provider
 	if changed {
 		if err := pol.SetProvider(req.Provider); err != nil {
-			writeError(w, apiErr(http.StatusBadRequest, "invalid_args", err.Error()))
+			writeError(w, apiErr(CodeInvalidArgs, err.Error()))
 			return
 		}
 		if err := pol.Save(s.cfg.PolicyPath); err != nil {

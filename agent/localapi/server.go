@@ -2,6 +2,7 @@ package localapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -305,36 +306,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pi, ok := r.Context().Value(peerKey{}).(*peerInfo)
 	switch {
 	case !ok:
-		s.refuse(w, r, Peer{UID: -1}, http.StatusForbidden, CodeForbidden, "the caller could not be identified: not a connection of the local API's listener")
+		s.refuse(w, r, Peer{UID: -1}, CodeForbidden, "the caller could not be identified: not a connection of the local API's listener")
 		return
 	case pi.err != nil:
-		s.refuse(w, r, pi.peer, http.StatusForbidden, CodeForbidden, "the caller could not be identified: "+pi.err.Error())
+		s.refuse(w, r, pi.peer, CodeForbidden, "the caller could not be identified: "+pi.err.Error())
 		return
 	case !pi.peer.Owner:
-		s.refuse(w, r, pi.peer, http.StatusForbidden, CodeForbidden, "only the user the agent runs as may use its local API")
+		s.refuse(w, r, pi.peer, CodeForbidden, "only the user the agent runs as may use its local API")
 		return
 	}
 	peer := pi.peer
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
-		s.refuse(w, r, peer, http.StatusForbidden, CodeForbidden, "a request with an Origin or Referer header comes from a web page; the local API serves local programs only")
+		s.refuse(w, r, peer, CodeForbidden, "a request with an Origin or Referer header comes from a web page; the local API serves local programs only")
 		return
 	}
 	if !validHost(r.Host) {
-		s.refuse(w, r, peer, http.StatusForbidden, CodeForbidden, fmt.Sprintf("Host %q is not this agent (use %s)", relay.Clip(r.Host, 100), Host))
+		s.refuse(w, r, peer, CodeForbidden, fmt.Sprintf("Host %q is not this agent (use %s)", relay.Clip(r.Host, 100), Host))
 		return
 	}
 	if r.ContentLength > s.cfg.MaxBody {
-		writeError(w, apiErr(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxBody)))
+		writeError(w, apiErr(CodeTooLarge, fmt.Sprintf("the body is over %d bytes", s.cfg.MaxBody)))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 	if !strings.HasPrefix(r.URL.Path, Prefix) {
 		if major, ok := otherMajor(r.URL.Path); ok {
-			writeError(w, apiErr(http.StatusNotFound, CodeUnsupportedAPIVersion,
+			writeError(w, apiErr(CodeUnsupportedAPIVersion,
 				fmt.Sprintf("API version %s is not served by this agent (roomrelay %s); supported: v1 (1.0 to %s)", major, s.cfg.Version, APIVersion)))
 			return
 		}
-		writeError(w, apiErr(http.StatusNotFound, "not_found", "no such route; the API is under "+Prefix))
+		writeError(w, apiErr(CodeNotFound, "no such route; the API is under "+Prefix))
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -366,10 +367,10 @@ func otherMajor(p string) (string, bool) {
 // RefusalBurst at once and RefusalsPerMinute after that; past the rate the
 // answer is rate_limited and the line is skipped (the next written line
 // says how many were).
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, p Peer, status int, code, msg string) {
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, p Peer, code, msg string) {
 	ok, skipped := s.refusals.allow()
 	if !ok {
-		writeError(w, apiErr(http.StatusTooManyRequests, "rate_limited", "too many refused requests; slow down"))
+		writeError(w, apiErr(CodeRateLimited, "too many refused requests; slow down"))
 		return
 	}
 	detail := fmt.Sprintf("uid=%d pid=%d exe=%q method=%s path=%q: %s", p.UID, p.PID, p.Exe, r.Method, relay.Clip(r.URL.Path, 200), msg)
@@ -381,7 +382,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, p Peer, status i
 	}
 	s.log.Warn("local api: request refused", "code", code, "uid", p.UID, "pid", p.PID, "path", r.URL.Path, "reason", msg)
 	s.auditLine(audit.Entry{Command: "localapi.refused", Decision: audit.Denied, ErrorCode: code, Detail: detail})
-	writeError(w, apiErr(status, code, msg))
+	writeError(w, apiErr(code, msg))
 }
 
 func (s *Server) auditLine(e audit.Entry) {
@@ -448,12 +449,14 @@ func (s *Server) shed(c net.Conn) {
 		if skipped > 0 {
 			detail += fmt.Sprintf(" (%d earlier refusals not written: over the rate)", skipped)
 		}
-		s.auditLine(audit.Entry{Command: "localapi.refused", Decision: audit.Denied, ErrorCode: "busy", Detail: detail})
+		s.auditLine(audit.Entry{Command: "localapi.refused", Decision: audit.Denied, ErrorCode: CodeBusy, Detail: detail})
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	body := `{"error":{"code":"busy","message":"too many connections to the local API at once","retryable":true}}` + "\n"
-	fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s",
-		HeaderAPIVersion, APIVersion, len(body), body)
+	e := apiErr(CodeBusy, "too many connections to the local API at once")
+	b, _ := json.Marshal(map[string]*APIError{"error": e})
+	body := string(b) + "\n"
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s",
+		e.Status, http.StatusText(e.Status), HeaderAPIVersion, APIVersion, len(body), body)
 	c.Close()
 }
 

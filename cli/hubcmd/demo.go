@@ -202,7 +202,7 @@ func (d *demo) run(ctx context.Context, sandboxConfig func() (sandbox.Config, er
 	}
 	d.say("device: `roomrelay enroll` → device %s; token in the %s (%s)", enr.DeviceID, cs.Where(), since(t0))
 	_, err = hubclient.New(hubURL, "").Enroll(ctx, pc.Code, "thief", runtime.GOOS, "")
-	d.expect(hubclient.IsCode(err, "pairing_code_used"), "a reused pairing code was not refused: %v", err)
+	d.expect(hubclient.IsCode(err, hubapi.CodePairingCodeUsed), "a reused pairing code was not refused: %v", err)
 	d.detail("the same code again → refused: %v", err)
 
 	// --- local room and the owner's allowlist ------------------------------

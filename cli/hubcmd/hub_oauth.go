@@ -87,7 +87,7 @@ func mountOAuthOff(mux *http.ServeMux) {
 	off := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusNotFound)
+		w.WriteHeader(hubapi.Status(hubapi.CodeOAuthOff))
 		_ = json.NewEncoder(w).Encode(hubapi.ErrorBody{Error: hubapi.ErrorDetail{Code: hubapi.CodeOAuthOff, Message: errOAuthOff}})
 	})
 	for _, p := range []string{"/v1/oauth/", "/oauth/", oauth.PathASMetadata} {

@@ -95,7 +95,7 @@ func (h *Hub) admin(fn apiFunc) http.HandlerFunc {
 		got := sha256.Sum256([]byte(tok))
 		if tok == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="roomrelay-admin"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "this endpoint needs the hub's admin token as a bearer token")
+			writeError(w, hubapi.CodeUnauthorized, "this endpoint needs the hub's admin token as a bearer token")
 			return
 		}
 		next(w, r)
@@ -109,20 +109,20 @@ func (h *Hub) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var ue *unavailableError
 	switch {
 	case errors.As(err, &he):
-		if he.Status == http.StatusTooManyRequests {
+		if he.Code == hubapi.CodeRateLimited {
 			w.Header().Set("Retry-After", "60")
 		}
-		writeError(w, he.Status, he.Code, he.Message)
+		writeJSON(w, he.status(), hubapi.ErrorBody{Error: hubapi.ErrorDetail{Code: he.Code, Message: he.Message}})
 	case errors.Is(err, errNoToken), errors.Is(err, errBadToken), errors.Is(err, errRevokedToken):
 		h.writeAuthError(w, err)
 	case r.Context().Err() != nil:
 		// The caller left or the hub is stopping: nobody reads an answer.
 	case errors.As(err, &ue):
 		h.log.Error(ue.Public(), "path", r.URL.Path, "err", ue.err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", ue.Public())
+		writeError(w, hubapi.CodeUnavailable, ue.Public())
 	default:
 		h.log.Error("request failed", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "the hub failed to answer; retry, and tell its operator if it persists")
+		writeError(w, hubapi.CodeInternal, "the hub failed to answer; retry, and tell its operator if it persists")
 	}
 }
 
@@ -133,8 +133,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, hubapi.ErrorBody{Error: hubapi.ErrorDetail{Code: code, Message: msg}})
+// writeError answers one of the hub's codes with its status (hubapi.Status).
+func writeError(w http.ResponseWriter, code, msg string) {
+	writeJSON(w, hubapi.Status(code), hubapi.ErrorBody{Error: hubapi.ErrorDetail{Code: code, Message: msg}})
 }
 
 func bearer(r *http.Request) string {
@@ -151,7 +152,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body exceeds %d bytes", limit)}
+			return &Error{Code: hubapi.CodeTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", limit)}
 		}
 		return errInvalid("request body is not the expected JSON: %v", err)
 	}
@@ -171,17 +172,17 @@ func (h *Hub) writeAuthError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, errNoToken):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="roomrelay"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "send the device token as Authorization: Bearer <token>; enroll with `roomrelay enroll` to get one")
+		writeError(w, hubapi.CodeUnauthorized, "send the device token as Authorization: Bearer <token>; enroll with `roomrelay enroll` to get one")
 	case errors.Is(err, errBadToken), errors.Is(err, errRevokedToken):
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="roomrelay", error="invalid_token", error_description=%q`, err.Error()))
-		code := "invalid_token"
+		code := hubapi.CodeInvalidToken
 		if errors.Is(err, errRevokedToken) {
-			code = "revoked"
+			code = hubapi.CodeRevoked
 		}
-		writeError(w, http.StatusUnauthorized, code, err.Error()+"; run `roomrelay enroll` with a new pairing code")
+		writeError(w, code, err.Error()+"; run `roomrelay enroll` with a new pairing code")
 	default:
 		h.log.Error("device auth", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the hub could not check the token; retry")
+		writeError(w, hubapi.CodeUnavailable, "the hub could not check the token; retry")
 	}
 }
 
@@ -210,11 +211,11 @@ func (h *Hub) handleEnroll(w http.ResponseWriter, r *http.Request) error {
 	out, err := h.Enroll(r.Context(), req, bearer(r), addr)
 	if err != nil {
 		var he *Error
-		if errors.As(err, &he) && he.Status == http.StatusTooManyRequests {
+		if errors.As(err, &he) && he.Code == hubapi.CodeRateLimited {
 			if _, retry := h.enrollLim.blocked(addr); retry > 0 {
 				w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
 			}
-			writeError(w, he.Status, he.Code, he.Message)
+			writeError(w, he.Code, he.Message)
 			return nil
 		}
 		return err
@@ -250,8 +251,8 @@ func (h *Hub) handleRevoke(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// StatusFor maps a command's error code to the HTTP status of
-// POST /v1/devices/{id}/commands.
+// StatusFor is the HTTP status of POST /v1/devices/{id}/commands for a
+// command's result: its error code's, from relay's table.
 func StatusFor(res *relay.Result) int {
 	if res.OK {
 		return http.StatusOK
@@ -259,26 +260,7 @@ func StatusFor(res *relay.Result) int {
 	if res.Error == nil {
 		return http.StatusInternalServerError
 	}
-	switch res.Error.Code {
-	case relay.CodeDeviceOffline, relay.CodeAppNotRunning:
-		return http.StatusServiceUnavailable
-	case relay.CodeExpired:
-		return http.StatusGatewayTimeout
-	case relay.CodeNotEnrolled, relay.CodeProjectNotEnabled, relay.CodeCommandNotAllowed:
-		return http.StatusForbidden
-	case relay.CodeNotFound:
-		return http.StatusNotFound
-	case relay.CodeInvalidArgs:
-		return http.StatusBadRequest
-	case relay.CodeIdempotencyConflict, relay.CodePendingReview:
-		return http.StatusConflict
-	case relay.CodeBusy, relay.CodeRateLimited:
-		return http.StatusTooManyRequests
-	case relay.CodeSandboxFailed:
-		return http.StatusUnprocessableEntity
-	default:
-		return http.StatusInternalServerError
-	}
+	return res.Error.Code.HTTPStatus()
 }
 
 func (h *Hub) handleCommand(w http.ResponseWriter, r *http.Request) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // Hub is one hub node, a library its caller mounts: create it with New,
@@ -126,7 +127,7 @@ func (h *Hub) Track(next http.Handler) http.Handler {
 		select {
 		case <-h.ready:
 		default:
-			writeError(w, http.StatusServiceUnavailable, "starting", "this hub node is starting; retry shortly")
+			writeError(w, hubapi.CodeStarting, "this hub node is starting; retry shortly")
 			return
 		}
 		h.mu.Lock()
@@ -136,7 +137,7 @@ func (h *Hub) Track(next http.Handler) http.Handler {
 		}
 		h.mu.Unlock()
 		if stopped {
-			writeError(w, http.StatusServiceUnavailable, "shutting_down", "this hub node is shutting down; retry on another")
+			writeError(w, hubapi.CodeShuttingDown, "this hub node is shutting down; retry on another")
 			return
 		}
 		defer h.reqWG.Done()

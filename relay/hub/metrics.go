@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // This file is the hub's Prometheus metrics (docs/metrics.md lists them).
@@ -60,8 +61,8 @@ var commandBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 
 // enrollOutcomes are the outcomes Enroll can end with, created at zero so
 // a rate() over them has a series from the start.
-var enrollOutcomes = []string{"ok", "project_added", "rate_limited", "invalid_request",
-	"pairing_code_unknown", "pairing_code_used", "pairing_code_expired", "invalid_token", "revoked", "unavailable"}
+var enrollOutcomes = []string{"ok", "project_added", hubapi.CodeRateLimited, hubapi.CodeInvalidRequest,
+	hubapi.CodePairingCodeUnknown, hubapi.CodePairingCodeUsed, hubapi.CodePairingCodeExpired, hubapi.CodeInvalidToken, hubapi.CodeRevoked, hubapi.CodeUnavailable}
 
 func newMetrics(h *Hub) *metrics {
 	m := &metrics{
@@ -244,11 +245,11 @@ func (m *metrics) enrollDone(added bool, err error) {
 	case errors.As(err, &he):
 		outcome = he.Code // the hub's own fixed set
 	case errors.Is(err, errBadToken):
-		outcome = "invalid_token"
+		outcome = hubapi.CodeInvalidToken
 	case errors.Is(err, errRevokedToken):
-		outcome = "revoked"
+		outcome = hubapi.CodeRevoked
 	case errors.As(err, &ue):
-		outcome = "unavailable"
+		outcome = hubapi.CodeUnavailable
 	default:
 		outcome = "internal"
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -93,7 +92,7 @@ func (h *Hub) WaitProposal(ctx context.Context, dev, pid string, wait time.Durat
 			return nil, unavailable("read the proposal", err)
 		}
 		if !routed {
-			return nil, &Error{Status: http.StatusNotFound, Code: "not_found",
+			return nil, &Error{Code: hubapi.CodeNotFound,
 				Message: fmt.Sprintf("no proposal %s of device %s: the hub knows a proposal once its propose_* command returned through it", pid, dev)}
 		}
 		if wait > 0 {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -25,18 +24,25 @@ import (
 // code and a sentence saying what to do. Command failures are not Errors:
 // they travel as a *relay.Result like the device's own.
 type Error struct {
-	Status  int
+	Status  int // 0: the code's (hubapi.Status)
 	Code    string
 	Message string
+}
+
+func (e *Error) status() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return hubapi.Status(e.Code)
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 func errInvalid(format string, a ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Message: fmt.Sprintf(format, a...)}
+	return &Error{Code: hubapi.CodeInvalidRequest, Message: fmt.Sprintf(format, a...)}
 }
 
-var errNoDevice = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such device"}
+var errNoDevice = &Error{Code: hubapi.CodeNotFound, Message: "no such device"}
 
 // unavailableError is a storage or NATS failure the caller may retry. Its
 // cause is logged, not shown: callers learn what failed, not the internals.
@@ -92,7 +98,7 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 		}
 	}
 	if !ok {
-		return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+		return nil, &Error{Code: hubapi.CodeRateLimited,
 			Message: fmt.Sprintf("too many failed enrollments from %s; retry in %s with a valid code from `roomrelay hub pair`", addr, retry.Round(time.Second))}
 	}
 	refunded := false

@@ -100,19 +100,19 @@ func (l sessionLog) at(level slog.Level, msg string, args []any) {
 func (h *Hub) handleConnect(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		w.Header().Set("Upgrade", "websocket")
-		writeError(w, http.StatusUpgradeRequired, "websocket_required",
+		writeError(w, hubapi.CodeWebsocketRequired,
 			"this endpoint is a websocket; dial it with subprotocol "+relay.Subprotocol)
 		return
 	}
 	if !hasSubprotocol(r, relay.Subprotocol) {
 		w.Header().Set("Upgrade", "websocket")
-		writeError(w, http.StatusUpgradeRequired, "subprotocol_required",
+		writeError(w, hubapi.CodeSubprotocolRequired,
 			"this hub speaks websocket subprotocol "+relay.Subprotocol+"; send it in Sec-WebSocket-Protocol")
 		return
 	}
 	// Closing first: a draining node spends no KV reads on agents it refuses.
 	if h.isClosing() {
-		writeError(w, http.StatusServiceUnavailable, "shutting_down", "this hub node is shutting down; reconnect shortly")
+		writeError(w, hubapi.CodeShuttingDown, "this hub node is shutting down; reconnect shortly")
 		return
 	}
 	dev, rev, err := h.authAgent(r.Context(), r)

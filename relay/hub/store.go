@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // KV buckets and the events stream. Names are part of the hub's on-disk
@@ -270,9 +271,9 @@ func (s *store) createPairingCode(ctx context.Context, rec pairingRec) (string, 
 
 // Pairing code refusals, as the enrollment answers them.
 var (
-	errCodeUnknown = &Error{Status: 404, Code: "pairing_code_unknown", Message: "no such pairing code; check it or ask for a new one with `roomrelay hub pair`"}
-	errCodeUsed    = &Error{Status: 409, Code: "pairing_code_used", Message: "this pairing code was already used; ask for a new one with `roomrelay hub pair`"}
-	errCodeExpired = &Error{Status: 410, Code: "pairing_code_expired", Message: "this pairing code expired; ask for a new one with `roomrelay hub pair`"}
+	errCodeUnknown = &Error{Code: hubapi.CodePairingCodeUnknown, Message: "no such pairing code; check it or ask for a new one with `roomrelay hub pair`"}
+	errCodeUsed    = &Error{Code: hubapi.CodePairingCodeUsed, Message: "this pairing code was already used; ask for a new one with `roomrelay hub pair`"}
+	errCodeExpired = &Error{Code: hubapi.CodePairingCodeExpired, Message: "this pairing code expired; ask for a new one with `roomrelay hub pair`"}
 )
 
 // spendPairingCode marks a live code used by devID with compare-and-set: of

@@ -128,7 +128,7 @@ func (h *Hub) ClientTokens(ctx context.Context) ([]hubapi.ClientToken, error) {
 	return out, nil
 }
 
-var errNoClientToken = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such client token"}
+var errNoClientToken = &Error{Code: hubapi.CodeNotFound, Message: "no such client token"}
 
 // RevokeClientToken revokes a token at once on every node (idempotent).
 func (h *Hub) RevokeClientToken(ctx context.Context, id string) (*hubapi.ClientToken, error) {

@@ -28,6 +28,7 @@ type frontHub struct {
 	cl    *hubclient.Client
 	write string
 	read  string
+	dev   string
 }
 
 // serveFront runs a hub (embedded NATS) with the front mounted, served on
@@ -77,6 +78,7 @@ func startFront(t *testing.T, fcfg Config) *frontHub {
 		rooms = append(rooms, relay.RoomEntry{Project: "p1", RoomID: "code-" + string(c), Name: string(c)})
 	}
 	fakeDevice(t, srv.URL(), en.Token, en.DeviceID, rooms)
+	fh.dev = en.DeviceID
 	for _, s := range []string{hubapi.ScopeWrite, hubapi.ScopeRead} {
 		tok, err := fh.cl.CreateClientToken(ctx, "p1", s, "")
 		if err != nil {
@@ -143,8 +145,11 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) (bool,
 }
 
 // TestEveryDeviceCodeIsAToolError: whatever code the device answers with
-// reaches the model as isError with the code first and a hint after it,
-// and a device that never answers is expired.
+// reaches the model as isError with the code first and relay's hint after
+// it, and the hub's HTTP API with relay's status and retryability (the two
+// hub surfaces of relay's code table; agent/localapi's
+// TestEveryDeviceCodeOnTheLocalAPI is the third); a device that never
+// answers is expired.
 func TestEveryDeviceCodeIsAToolError(t *testing.T) {
 	fh := startFront(t, Config{CommandTimeout: 300 * time.Millisecond})
 	cs := session(t, fh.url, fh.write)
@@ -161,8 +166,13 @@ func TestEveryDeviceCodeIsAToolError(t *testing.T) {
 	}
 	for _, c := range relay.Codes() {
 		isErr, text := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "code-" + string(c)})
-		if !isErr || !strings.HasPrefix(text, string(c)+": the device says so.") || hints[c] == "" || !strings.HasSuffix(text, hints[c]) {
+		if !isErr || !strings.HasPrefix(text, string(c)+": the device says so.") || c.Hint() == "" || !strings.HasSuffix(text, c.Hint()) {
 			t.Errorf("%s: isError=%v %q", c, isErr, text)
+		}
+		args := json.RawMessage(`{"room_id":"code-` + string(c) + `"}`)
+		res, status, err := fh.cl.Command(context.Background(), fh.dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: args})
+		if err != nil || res.OK || res.Error == nil || res.Error.Code != c || status != c.HTTPStatus() || res.Error.Retryable != c.Retryable() {
+			t.Errorf("%s through the hub's API: %d %+v %v; want %d, retryable %v", c, status, res, err, c.HTTPStatus(), c.Retryable())
 		}
 	}
 	isErr, text := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "silent"})

@@ -137,32 +137,13 @@ func (f *Front) begin(ctx context.Context, req *mcp.CallToolRequest, tool string
 	return c, nil
 }
 
-// hints say what a model should do next, per code; the device's message
-// says what happened.
-var hints = map[relay.Code]string{
-	relay.CodeDeviceOffline:       "Tell the user the laptop is offline; do not retry until they say it is back.",
-	relay.CodeProjectNotEnabled:   "The owner has not enabled this project on that laptop (`roomrelay enable PROJECT`).",
-	relay.CodeCommandNotAllowed:   "Not allowed by the device owner or this token; tell the user.",
-	relay.CodeInvalidArgs:         "Fix the arguments as the message says and call again.",
-	relay.CodeNotFound:            "Check the id with list_local_rooms or list_room_apps.",
-	relay.CodePendingReview:       "It waits for the owner's approval on the laptop (`roomrelay review`).",
-	relay.CodeIdempotencyConflict: "This key was used for other content; derive the key from the content.",
-	relay.CodeExpired:             "The laptop did not answer in time; retry once.",
-	relay.CodeBusy:                "The laptop is busy; retry shortly.",
-	relay.CodeRateLimited:         "Wait as the message says before calling again.",
-	relay.CodeSandboxFailed:       "Fix the snippet at the location given and propose it again.",
-	relay.CodeNotEnrolled:         "The laptop is not enrolled for this project; tell the user.",
-	relay.CodeAppNotRunning:       "Tell the user the desktop app is closed on their laptop (the relay is online) and ask them to open it; do not retry until they say it is open.",
-	relay.CodeInternal:            "Retry once; if it persists, tell the user.",
-}
-
 // fail is a tool error: isError, text starting with the code, and no
 // structuredContent (an error result must not pretend to match the tool's
 // outputSchema).
 func (c *call) fail(e *relay.Error) *mcp.CallToolResult {
 	c.log(string(e.Code))
 	text := string(e.Code) + ": " + strings.TrimSuffix(e.Message, ".") + "."
-	if h := hints[e.Code]; h != "" {
+	if h := e.Code.Hint(); h != "" {
 		text += " " + h
 	}
 	return visibleResult(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}})

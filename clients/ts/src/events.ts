@@ -143,7 +143,7 @@ export class EventStream implements AsyncIterable<AgentEvent> {
       const previous = this.bootId;
       this.bootId = ev.boot_id;
       this.lastSeq = ev.seq;
-      yield { seq: ev.seq, boot_id: ev.boot_id, type: "resync", data: { reason: "agent_restarted", previous_boot_id: previous, synthesized: true } };
+      yield { seq: ev.seq, boot_id: ev.boot_id, time: ev.time, type: "resync", data: { reason: "agent_restarted", previous_boot_id: previous, synthesized: true } };
       yield ev;
       return;
     }
@@ -154,7 +154,7 @@ export class EventStream implements AsyncIterable<AgentEvent> {
       if (ev.seq > this.lastSeq + 1 && !this.opts.types?.length) {
         const from = this.lastSeq;
         this.lastSeq = ev.seq;
-        yield { seq: ev.seq, boot_id: ev.boot_id, type: "resync", data: { reason: "gap", after: from, synthesized: true } };
+        yield { seq: ev.seq, boot_id: ev.boot_id, time: ev.time, type: "resync", data: { reason: "gap", after: from, synthesized: true } };
         yield ev;
         return;
       }

@@ -1,13 +1,18 @@
 // The local API's shapes (/localapi/v1), written from its OpenAPI document
-// (GET /localapi/v1/openapi.json, agent/localapi/openapi.json); the suite
-// against a real agent (test/agent.test.ts) checks every field declared here
-// against the document the agent serves. Within v1 fields are only added:
+// (GET /localapi/v1/openapi.json, agent/localapi/openapi.json), which Go
+// checks against the agent's Go types (agent/localapi
+// TestComponentsMatchGoTypes). test/types.test.ts checks every interface
+// here against the document field by field (names, and which are
+// optional), so an edit that drifts fails CI; the suite against a real
+// agent (test/agent.test.ts) checks the document the agent serves. Within v1 fields are only added:
 // every object may carry fields this version does not know; ignore them.
 
 export type AgentState = "online" | "connecting" | "sleeping" | "backoff" | "needs_enrollment" | "stopped" | (string & {});
 
 export interface ProviderState {
   connected: boolean;
+  /** The room provider the owner's policy selects (app: the desktop app answers reads; builtin: roomrelay's own store). */
+  selected?: "app" | "builtin" | (string & {});
   app?: string;
   version?: string;
   /** The provider's process id, as the agent's peer check saw it. */
@@ -68,7 +73,8 @@ export interface ProjectsResponse {
 export interface ProjectSpec {
   enabled: boolean;
   commands: string[];
-  rooms: string[];
+  /** Absent, empty or ["*"]: every room. */
+  rooms?: string[];
   rate?: RateInfo;
   max?: Record<string, number>;
 }
@@ -153,7 +159,7 @@ export interface DecisionResponse {
   state: ProposalState;
   decided_via: string;
   /** True when the same decision had been made before (idempotent repeat). */
-  repeated?: boolean;
+  repeated: boolean;
 }
 
 export interface AuditOutcome {
@@ -179,7 +185,7 @@ export interface Snapshot {
 export interface AgentEvent<D = Record<string, unknown>> {
   seq: number;
   boot_id: string;
-  time?: string;
+  time: string;
   type:
     | "snapshot"
     | "status"

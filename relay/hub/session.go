@@ -51,9 +51,9 @@ type session struct {
 
 	lastSeen atomic.Int64 // unix nanos of the last frame, ping or pong
 
-	evMu      sync.Mutex // the session's event budget and what waits for it (session_events.go)
-	evTokens  float64
-	evLast    time.Time
+	evMu      sync.Mutex    // the session's event budgets and what waits for them (session_events.go)
+	evBudget  evBucket      // events that are not latestWins
+	stBudget  evBucket      // latestWins (state) events: churn of other kinds never holds a state change back
 	evWaiting []relay.Event // latestWins events past the budget, one per kind; nil when none
 	evTimer   *time.Timer   // applies evWaiting when the budget allows
 	evStopped bool

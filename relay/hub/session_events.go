@@ -1,16 +1,23 @@
 package hub
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/roomrelay/roomrelay/relay"
 )
 
-// A session's event budget (eventRate a minute, eventBurst at once) and
-// what the hub does past it. Local churn on a device (a provider re-sending
-// its directory in a loop, a thousand policy edits) must never take the
-// device offline, so an excess is not answered by closing the session:
+// A session's event budgets (eventRate a minute, eventBurst at once; state
+// events have a budget of their own, so no other kind can hold a state
+// change back) and what the hub does past them. Local churn on a device (a
+// provider re-sending its directory in a loop, a thousand policy edits)
+// must never take the device offline, so an excess is not answered by
+// closing the session:
 //
 //   - a state-like event (latestWins: the directory, the policy, the
 //     provider's presence, the audit head) carries the whole state of its
@@ -19,9 +26,14 @@ import (
 //     allows; a later event of a kind that is waiting replaces it, so the
 //     state the hub ends on is the device's last, never one lost behind
 //     superseded ones. At most one event per kind waits: bounded memory.
-//   - a proposal decision or a sleeping announcement is not superseded by
-//     anything: past the budget the reader waits for the budget (the
-//     socket's flow control slows the agent), one event at a time.
+//   - a proposal decision is the owner's, for a proposal a cloud caller
+//     made through the hub: the first decision on a proposal the hub
+//     routed is applied whatever the budget (what it costs is bounded by
+//     the proposals callers made, and an owner declining a thousand at once
+//     must not stall the device's commands behind them). Any other
+//     decision, and a sleeping announcement, is not superseded by anything:
+//     past the budget the reader waits for the budget (the socket's flow
+//     control slows the agent), one event at a time.
 //   - any other kind does nothing at the hub; past the budget it is dropped.
 
 // latestWins are the event kinds whose newest event replaces every earlier
@@ -56,7 +68,7 @@ func (s *session) handleEvent(ev *relay.Event) {
 		s.applyEvent(ev)
 		return
 	}
-	if !s.takeEvent() {
+	if !s.takeEvent() && !s.freshDecision(ev) {
 		if !waitedFor[ev.Event] {
 			s.log().Debug("event rate exceeded; dropped an event the hub does not use", "event", relay.Clip(ev.Event, 64))
 			s.h.metrics.event(ev.Event, evDropped)
@@ -74,45 +86,56 @@ func (s *session) handleEvent(ev *relay.Event) {
 	s.applyEvent(ev)
 }
 
-// takeEvent takes one event from the budget.
-func (s *session) takeEvent() bool {
-	s.evMu.Lock()
-	defer s.evMu.Unlock()
-	return s.takeLocked()
+// evBucket is one token bucket of a session's event budget: eventRate a
+// minute, eventBurst at once. Guarded by the session's evMu.
+type evBucket struct {
+	tokens float64
+	last   time.Time
 }
 
-func (s *session) takeLocked() bool {
-	now := s.h.cfg.Now()
-	if s.evLast.IsZero() {
-		s.evTokens, s.evLast = eventBurst, now
+// take takes one event from b at now.
+func (b *evBucket) take(now time.Time) bool {
+	if b.last.IsZero() {
+		b.tokens, b.last = eventBurst, now
 	}
-	if d := now.Sub(s.evLast); d > 0 {
-		s.evTokens = min(eventBurst, s.evTokens+d.Minutes()*eventRate)
-		s.evLast = now
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(eventBurst, b.tokens+d.Minutes()*eventRate)
+		b.last = now
 	}
-	if s.evTokens < 1 {
+	if b.tokens < 1 {
 		return false
 	}
-	s.evTokens--
+	b.tokens--
 	return true
 }
 
-// tokenWaitLocked is how long until the budget holds one event again.
-func (s *session) tokenWaitLocked() time.Duration {
-	missing := 1 - s.evTokens
+// wait is how long until b holds one event again.
+func (b *evBucket) wait() time.Duration {
+	missing := 1 - b.tokens
 	return max(time.Duration(missing/eventRate*float64(time.Minute)), time.Millisecond)
 }
+
+// takeEvent takes one event from the budget of events that are not
+// latestWins.
+func (s *session) takeEvent() bool {
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	return s.evBudget.take(s.h.cfg.Now())
+}
+
+// takeStateLocked takes one latestWins event from the state budget.
+func (s *session) takeStateLocked() bool { return s.stBudget.take(s.h.cfg.Now()) }
 
 // waitEvent blocks the reader until the budget holds an event and takes it;
 // false if the session ends first.
 func (s *session) waitEvent() bool {
 	for {
 		s.evMu.Lock()
-		if s.takeLocked() {
+		if s.evBudget.take(s.h.cfg.Now()) {
 			s.evMu.Unlock()
 			return true
 		}
-		wait := s.tokenWaitLocked()
+		wait := s.evBudget.wait()
 		s.evMu.Unlock()
 		if s.closing.Load() {
 			return false
@@ -135,7 +158,7 @@ func (s *session) deferEvent(ev *relay.Event) bool {
 			return true
 		}
 	}
-	if s.takeLocked() {
+	if s.takeStateLocked() {
 		return false
 	}
 	if s.evStopped {
@@ -145,7 +168,7 @@ func (s *session) deferEvent(ev *relay.Event) bool {
 	s.h.metrics.event(ev.Event, evWaited)
 	if s.evTimer == nil {
 		s.log().Info("event rate exceeded; keeping the newest event of each kind for later", "event", ev.Event)
-		s.evTimer = time.AfterFunc(s.tokenWaitLocked(), s.applyWaiting)
+		s.evTimer = time.AfterFunc(s.stBudget.wait(), s.applyWaiting)
 	}
 	return true
 }
@@ -161,7 +184,7 @@ func (s *session) retryEvent(ev *relay.Event, wait time.Duration) {
 	}
 	s.evWaiting = append(s.evWaiting, *ev)
 	if s.evTimer == nil { // a timer already armed tries it sooner
-		s.evTimer = time.AfterFunc(max(wait, s.tokenWaitLocked()), s.applyWaiting)
+		s.evTimer = time.AfterFunc(max(wait, s.stBudget.wait()), s.applyWaiting)
 	}
 }
 
@@ -173,14 +196,14 @@ func (s *session) applyWaiting() {
 	s.evMu.Lock()
 	s.evTimer = nil
 	var due []relay.Event
-	for len(s.evWaiting) > 0 && !s.evStopped && s.takeLocked() {
+	for len(s.evWaiting) > 0 && !s.evStopped && s.takeStateLocked() {
 		due = append(due, s.evWaiting[0])
 		s.evWaiting = s.evWaiting[1:]
 	}
 	if len(s.evWaiting) == 0 {
 		s.evWaiting = nil
 	} else if !s.evStopped {
-		s.evTimer = time.AfterFunc(s.tokenWaitLocked(), s.applyWaiting)
+		s.evTimer = time.AfterFunc(s.stBudget.wait(), s.applyWaiting)
 	}
 	s.evMu.Unlock()
 	for i := range due {
@@ -202,4 +225,25 @@ func (s *session) stopEvents() {
 		s.evTimer = nil
 	}
 	s.evWaiting = nil
+}
+
+// freshDecision reports whether ev is the first decision the hub sees on a
+// proposal it routed: such a decision is applied past the budget.
+func (s *session) freshDecision(ev *relay.Event) bool {
+	if ev.Event != relay.EventProposalDecided {
+		return false
+	}
+	var d struct {
+		ProposalID string `json:"proposal_id"`
+	}
+	if json.Unmarshal(ev.Data, &d) != nil || !kvKeyRe.MatchString(d.ProposalID) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if routed, err := s.h.routedProposal(ctx, s.dev, d.ProposalID); err != nil || !routed {
+		return false
+	}
+	_, err := s.h.st.proposals.Get(ctx, proposalKey(s.dev, d.ProposalID))
+	return errors.Is(err, jetstream.ErrKeyNotFound)
 }

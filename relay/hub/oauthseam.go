@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -76,9 +75,6 @@ func (h *Hub) DeviceActive(ctx context.Context, device, project string) error {
 	}
 	return nil
 }
-
-// ValidProject reports whether p is a well-formed project id.
-func ValidProject(p string) bool { return relay.ValidID(p) }
 
 // Admin guards fn with the admin token, as the hub's own admin endpoints.
 func (h *Hub) Admin(fn func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {

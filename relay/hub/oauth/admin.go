@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -147,8 +148,8 @@ func (s *Server) handleApproverAdd(w http.ResponseWriter, r *http.Request) error
 		return invalid("name 1 to 64 projects the approver may grant access to")
 	}
 	for _, p := range req.Projects {
-		if !hub.ValidProject(p) {
-			return invalid("project must be 1–128 characters of letters, digits, '.', '_', ':', '-'")
+		if !relay.ValidID(p) {
+			return invalid("project must be " + relay.IDRule)
 		}
 	}
 	switch req.MaxScope {

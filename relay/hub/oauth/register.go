@@ -32,7 +32,8 @@ const (
 )
 
 // isLoopbackHost: the hosts of RFC 8252 §7.3 redirects, localhost included
-// (Claude Code registers http://localhost/callback).
+// (Claude Code registers http://localhost:PORT/callback; redirectMatches
+// lets any port through).
 func isLoopbackHost(h string) bool {
 	if h == "localhost" {
 		return true

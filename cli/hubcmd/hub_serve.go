@@ -56,7 +56,7 @@ and the proxy is not capped as one client. --replicas, --startup-timeout,
 func setupHub(fs *flag.FlagSet, e *cli.Env) cli.Runner {
 	listen := fs.String("listen", cli.DefaultHubListen, "HTTP listen `address`")
 	perAddr := fs.Int("max-conns-per-addr", defaultConnLimits.perAddr, "plain HTTP connections one client address (IPv6: one /64) may hold (agent websockets excluded; 0: no cap)")
-	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap); at the cap a lighter client takes the place of the heaviest prefix's oldest idle or slow connection")
+	maxConns := fs.Int("max-conns", defaultConnLimits.total, "plain HTTP connections in all (keep it below the fd limit; 0: no cap); at the cap a lighter client takes the place of the heaviest prefix's oldest idle or slow connection, never one whose request is being served")
 	publicURL := fs.String("public-url", "", "the hub's base `url` as clients reach it (https://hub.example.com): the MCP metadata, and the OAuth issuer (default on a loopback --listen: that address; elsewhere OAuth is off without it and the MCP metadata follow each request's Host)")
 	dataDir := cli.HubDataDirFlags(fs, e)
 	natsURL := fs.String("nats", e.Getenv("ROOMRELAY_NATS_URL"), "external NATS `url` (default: embedded; env ROOMRELAY_NATS_URL)")
@@ -233,9 +233,10 @@ func startHubServer(ctx context.Context, cfg hub.Config, ln net.Listener, public
 			ReadTimeout:       limits.read,
 			WriteTimeout:      limits.write,
 			IdleTimeout:       limits.idleAfter,
-			ConnState:         conns.ConnState,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
+	// The caps, and which connections serve a request (never evicted).
+	conns.Install(s.srv)
 	go func() {
 		s.runErr = h.Run(hctx)
 		close(s.runEnded)

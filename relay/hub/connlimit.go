@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,11 +16,15 @@ import (
 // is read. At the total cap a new connection from a prefix holding fewer
 // connections than the heaviest one takes a place from that heaviest
 // prefix: its oldest idle connection, else its oldest connection still
-// reading a request (a slow client), is closed. So a handful of prefixes
-// holding their maximum cannot shut everyone else out, and an agent's
-// upgrade request from a light prefix always gets in. A connection that
-// became an agent websocket (hijacked) stops counting, so the agents
-// already connected keep being served when the caps are hit.
+// reading a request (a slow client), is closed. A connection whose request
+// is being served (its handler runs: a long poll, a command waiting for the
+// device) is never taken: with Install the limiter knows which those are,
+// and when the heaviest prefix holds nothing else the next heaviest gives
+// the place. So a handful of prefixes holding their maximum cannot shut
+// everyone else out, an agent's upgrade request from a light prefix always
+// gets in, and nobody's request in flight is cut. A connection that became
+// an agent websocket (hijacked) stops counting, so the agents already
+// connected keep being served when the caps are hit.
 type ConnLimiter struct {
 	perAddr, total int
 	exempt         []netip.Prefix // trusted proxies: many clients behind one address
@@ -35,10 +40,52 @@ type ConnLimiter struct {
 
 // connInfo is one counted connection.
 type connInfo struct {
-	key    string
-	seq    uint64 // accept order: lower is older
-	state  http.ConnState
-	exempt bool
+	key     string
+	seq     uint64 // accept order: lower is older
+	state   http.ConnState
+	serving int // requests whose handler runs on it now (Install)
+	exempt  bool
+}
+
+// connKey is the context key under which Install's ConnContext keeps the
+// request's connection.
+type connKey struct{}
+
+// Install makes srv count its connections here: ConnState, and a
+// ConnContext and a handler wrapper that mark a connection as serving
+// while its request's handler runs, so eviction never takes it. Call it
+// once srv's Handler is set, before serving.
+func (l *ConnLimiter) Install(srv *http.Server) {
+	srv.ConnState = l.ConnState
+	prevCtx := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if prevCtx != nil {
+			ctx = prevCtx(ctx, c)
+		}
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	next := srv.Handler
+	if next == nil {
+		next = http.DefaultServeMux
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Context().Value(connKey{}).(net.Conn)
+		l.markServing(c, 1)
+		defer l.markServing(c, -1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// markServing counts a handler starting (+1) or ending (-1) on c.
+func (l *ConnLimiter) markServing(c net.Conn, d int) {
+	if c == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ci, ok := l.conns[c]; ok { // a hijacked connection is no longer counted
+		ci.serving = max(ci.serving+d, 0)
+	}
 }
 
 // NewConnLimiter allows perAddr connections from one client prefix and
@@ -122,25 +169,45 @@ func (l *ConnLimiter) ConnState(c net.Conn, s http.ConnState) {
 	}
 }
 
+// victimTries bounds how many prefixes victimLocked looks into, heaviest
+// first, for a connection that is not being served.
+const victimTries = 4
+
 // victimLocked picks the connection a newcomer whose prefix holds held
-// connections takes the place of: in the heaviest non-exempt prefix, if it
+// connections takes the place of: in the heaviest non-exempt prefix that
 // holds more than held+1, the oldest idle connection, else the oldest one
-// that has not finished a request yet. nil: the newcomer is shed.
+// that has not finished reading a request yet; never one whose request is
+// being served (a prefix with none of the others gives way to the next
+// heaviest). nil: the newcomer is shed.
 func (l *ConnLimiter) victimLocked(held int) net.Conn {
-	var heavy map[net.Conn]*connInfo
-	for _, m := range l.byKey {
-		if len(m) > len(heavy) {
+	tried := map[string]bool{}
+	for range victimTries {
+		heavyKey, heavy := "", map[net.Conn]*connInfo(nil)
+		for k, m := range l.byKey {
+			if len(m) <= len(heavy) || tried[k] {
+				continue
+			}
 			for _, ci := range m {
 				if !ci.exempt {
-					heavy = m
+					heavyKey, heavy = k, m
 				}
 				break
 			}
 		}
+		if len(heavy) <= held+1 {
+			return nil
+		}
+		tried[heavyKey] = true
+		if c := oldestUnserved(heavy); c != nil {
+			return c
+		}
 	}
-	if len(heavy) <= held+1 {
-		return nil
-	}
+	return nil
+}
+
+// oldestUnserved is m's oldest idle connection, else its oldest one not
+// yet (or no longer) serving a request; nil if every one is serving.
+func oldestUnserved(m map[net.Conn]*connInfo) net.Conn {
 	var best net.Conn
 	var bestInfo *connInfo
 	rank := func(ci *connInfo) int { // lower goes first
@@ -152,7 +219,10 @@ func (l *ConnLimiter) victimLocked(held int) net.Conn {
 		}
 		return 2
 	}
-	for c, ci := range heavy {
+	for c, ci := range m {
+		if ci.serving > 0 {
+			continue
+		}
 		if best == nil || rank(ci) < rank(bestInfo) || (rank(ci) == rank(bestInfo) && ci.seq < bestInfo.seq) {
 			best, bestInfo = c, ci
 		}

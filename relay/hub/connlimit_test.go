@@ -152,3 +152,99 @@ func TestConnCapsByIPv6Prefix(t *testing.T) {
 		t.Fatalf("open %d shed %d; want the third address of 2001:db8::/64 shed, the other /64 counted", open, shed)
 	}
 }
+
+// TestEvictionSparesRequestsInFlight: one address has requests being
+// served (long polls, as wait_for_review's), more than any other address
+// holds; then other addresses fill the total cap with slow connections
+// (request headers never finished) and keep coming. Every request in
+// flight is answered: the newcomers take the slow ones' places, never a
+// connection whose handler runs (#29.7: 4 of 20 in-flight wait_for_review
+// calls were cut, because the busy address was the heaviest prefix).
+func TestEvictionSparesRequestsInFlight(t *testing.T) {
+	const perAddr, total, inFlight, hogs, perHog = 24, 40, 20, 6, 16 // bounded in count
+	lim := NewConnLimiter(perAddr, total)
+	release := make(chan struct{})
+	started := make(chan struct{}, inFlight)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/poll", func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(30 * time.Second): // bounded in time
+		}
+		io.WriteString(w, "decided")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Minute}
+	lim.Install(srv)
+	go srv.Serve(ln)
+	defer srv.Close()
+	from := func(ip string) *net.Dialer {
+		return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	}
+	if c, err := from("127.0.0.2").Dial("tcp", ln.Addr().String()); errors.Is(err, syscall.EADDRNOTAVAIL) {
+		t.Skipf("cannot bind 127.0.0.2 (not Linux?): %v", err)
+	} else if err == nil {
+		c.Close()
+	}
+	waitFor(t, "the check dial uncounted", func() bool { open, _ := lim.Stats(); return open == 0 })
+
+	busy := &http.Client{Transport: &http.Transport{DialContext: from("127.0.0.2").DialContext, DisableKeepAlives: true}, Timeout: time.Minute}
+	results := make(chan error, inFlight)
+	for range inFlight {
+		go func() {
+			resp, err := busy.Get("http://" + ln.Addr().String() + "/poll")
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != "decided" {
+					err = fmt.Errorf("answer %q", b)
+				}
+			}
+			results <- err
+		}()
+	}
+	for range inFlight {
+		<-started
+	}
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for h := range hogs {
+		for range perHog {
+			c, err := from(fmt.Sprintf("127.0.0.%d", 3+h)).Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+			io.WriteString(c, "GET /poll HTTP/1.1\r\n") // and nothing more
+		}
+	}
+	// The hogs' connections are accepted (counted, or shed) in turn.
+	waitFor(t, "every hog connection handled", func() bool {
+		open, shed := lim.Stats()
+		return open == total && int(shed) >= hogs*perHog-(total-inFlight)
+	})
+	close(release)
+	cut := 0
+	for range inFlight {
+		if err := <-results; err != nil {
+			cut++
+			if cut <= 3 {
+				t.Logf("a request in flight: %v", err)
+			}
+		}
+	}
+	_, shed := lim.Stats()
+	t.Logf("%d requests in flight from one address, %d slow connections from %d others at a total cap of %d: %d cut, %d connections shed or evicted",
+		inFlight, hogs*perHog, hogs, total, cut, shed)
+	if cut > 0 {
+		t.Fatalf("%d of %d requests in flight were cut", cut, inFlight)
+	}
+}

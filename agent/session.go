@@ -359,7 +359,11 @@ func (a *Agent) readLoop(s *session) {
 	conn.SetPongHandler(func(string) error { extend(); return nil })
 	conn.SetPingHandler(func(msg string) error {
 		extend()
-		err := conn.WriteControl(websocket.PongMessage, []byte(msg), time.Now().Add(writeWait))
+		// No write deadline: an armed deadline is a runtime timer that
+		// fires writeWait after the pong was long written, one more wakeup
+		// of an idle agent per heartbeat. A pong that cannot be written is
+		// bounded anyway: the read deadline closes the connection.
+		err := conn.WriteControl(websocket.PongMessage, []byte(msg), time.Time{})
 		if errors.Is(err, websocket.ErrCloseSent) {
 			return nil
 		}
@@ -423,6 +427,8 @@ func (a *Agent) writeLoop(s *session) {
 			} else {
 				s.conn.SetWriteDeadline(time.Now().Add(writeWait))
 				err = s.conn.WriteMessage(websocket.TextMessage, f.data)
+				// Disarmed once written: see the ping handler.
+				s.conn.SetWriteDeadline(time.Time{})
 			}
 			if f.ack != nil {
 				f.ack <- err

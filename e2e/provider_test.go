@@ -53,6 +53,17 @@ type desktopApp struct {
 	// hold, when set, receives the id of each rooms.read, which is then
 	// never answered; cancels receives the id each $/cancelRequest names.
 	hold, cancels chan string
+	// schemaErrs are messages that broke docs/provider-protocol.schema.json.
+	schemaErrs []string
+}
+
+// checkMsg notes a message that breaks the provider protocol's schema.
+func (app *desktopApp) checkMsg(method, part string, raw []byte) {
+	if err := checkProvider(method, part, raw); err != nil {
+		app.mu.Lock()
+		app.schemaErrs = append(app.schemaErrs, err.Error())
+		app.mu.Unlock()
+	}
 }
 
 func connectDesktopApp(t testing.TB, sock string, installed map[string]string) *desktopApp {
@@ -65,10 +76,31 @@ func connectDesktopApp(t testing.TB, sock string, installed map[string]string) *
 		t.Fatal(err)
 	}
 	app := &desktopApp{conn: conn, done: make(chan struct{}), installed: installed}
-	app.send(t, `{"jsonrpc":"2.0","id":1,"method":"provider.hello","params":{"protocol_versions":[1],"app":{"name":"Rooms","version":"1"},"capabilities":{"install":true,"files":true}}}`)
-	if _, _, err := conn.ReadMessage(); err != nil {
+	hello := `{"protocol_versions":[1],"app":{"name":"Rooms","version":"1"},"capabilities":{"install":true,"files":true}}`
+	if err := checkProvider(provider.MethodHello, "params", []byte(hello)); err != nil {
 		t.Fatal(err)
 	}
+	app.send(t, `{"jsonrpc":"2.0","id":1,"method":"provider.hello","params":`+hello+`}`)
+	_, answer, err := conn.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(answer, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkProvider(provider.MethodHello, "result", ans.Result); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		app.mu.Lock()
+		defer app.mu.Unlock()
+		for _, e := range app.schemaErrs {
+			t.Error(e)
+		}
+	})
 	app.send(t, `{"jsonrpc":"2.0","method":"rooms.changed","params":{"rooms":[{"id":"r-app","project":"p","name":"App room"}]}}`)
 	go app.serve()
 	t.Cleanup(app.close)
@@ -105,6 +137,13 @@ func (app *desktopApp) serve() {
 				Files       map[string]string `json:"files"`
 				ContentHash string            `json:"content_hash"`
 			} `json:"params"`
+		}
+		var in struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal(data, &in) == nil && in.Method != "" {
+			app.checkMsg(in.Method, "params", in.Params)
 		}
 		var cancel struct {
 			Params struct {
@@ -152,6 +191,7 @@ func (app *desktopApp) serve() {
 			continue
 		}
 		app.mu.Unlock()
+		app.checkMsg(m.Method, "result", []byte(result))
 		app.send(nil, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+`}`)
 	}
 }

@@ -17,7 +17,8 @@ package oauth
 
 func clientKey(id string) key         { return key{TableClients, "c." + id} }
 func requestKey(id string) key        { return key{TableFlow, "r." + id} }
-func userCodeKey(code string) key     { return key{TableFlow, "u." + hashSecret("user-code", code)} }
+func userCodeKey(code string) key     { return userCodeKeyOf(userCodeHash(code)) }
+func userCodeKeyOf(hash string) key   { return key{TableFlow, "u." + hash} }
 func codeKey(code string) key         { return key{TableFlow, "z." + hashSecret("code", code)} }
 func loginKey(tok string) key         { return key{TableFlow, "l." + hashSecret("login", tok)} }
 func grantKey(id string) key          { return key{TableGrants, "g." + id} }

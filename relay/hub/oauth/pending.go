@@ -103,7 +103,7 @@ func (s *Server) storePending(ctx context.Context, p *pendingRec, userCode strin
 			continue
 		}
 		_ = del(ctx, s.st, requestKey(v.id), 0)
-		_ = del(ctx, s.st, key{TableFlow, "u." + v.codeHash}, 0)
+		_ = del(ctx, s.st, userCodeKeyOf(v.codeHash), 0)
 		s.m.authorizations.WithLabelValues("evicted_unacted").Inc()
 	}
 	if err := createRec(ctx, s.st, requestKey(p.ID), p, s.cfg.RequestTTL); err != nil {

@@ -17,5 +17,12 @@
 // directory before its handler starts, so a redelivery (also after a restart)
 // gets the stored result and never runs the handler a second time.
 //
+// Events the device reports (state, directory, policy, provider, audit
+// head) go through a persisted outbox that coalesces state-like kinds; the
+// status file (StatusFile) lets `roomrelay status` in another process see
+// the live state. The names of the device's other files (PolicyFile,
+// RoomsDB, AuditDir, ReconnectFile) are declared here so the daemon and the
+// device workflows (agent/device) share them without importing each other.
+//
 // Every goroutine is started by (*Agent).Run and has ended when Run returns.
 package agent

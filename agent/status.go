@@ -23,8 +23,19 @@ const (
 	StateError           = "error"
 )
 
-// StatusFile is the name of the status file inside the state directory.
-const StatusFile = "status.json"
+// File names inside the device's directories, in one place for the
+// agent, the daemon and the device workflows (agent/device) alike.
+const (
+	StatusFile = "status.json" // in the state directory
+	PolicyFile = "policy"      // in the config directory
+	// ReconnectFile, created in the config directory by `roomrelay
+	// reconnect`, asks the running agent to skip its backoff wait; the
+	// daemon removes it. The config directory because the daemon already
+	// watches it for the policy.
+	ReconnectFile = "reconnect-now"
+	RoomsDB       = "rooms.db" // in the data directory
+	AuditDir      = "audit"    // in the state directory
+)
 
 // Status is a snapshot of the agent, also written to StateDir/status.json so
 // `roomrelay status` in another process can show it.

@@ -32,15 +32,13 @@ import (
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
-// File names inside the directories the daemon is given.
+// File names inside the directories the daemon is given: the agent
+// package's, named here too for the daemon's callers.
 const (
-	PolicyFile = "policy" // in ConfigDir
-	// ReconnectFile, created in ConfigDir by `roomrelay reconnect`, asks
-	// the running agent to skip its backoff wait; the daemon removes it.
-	// ConfigDir because the daemon already watches it for the policy.
-	ReconnectFile = "reconnect-now"
-	RoomsDB       = "rooms.db" // in DataDir
-	AuditDir      = "audit"    // in StateDir
+	PolicyFile    = agent.PolicyFile
+	ReconnectFile = agent.ReconnectFile
+	RoomsDB       = agent.RoomsDB
+	AuditDir      = agent.AuditDir
 )
 
 // SmokeRunner runs a snippet in the sandbox (a *sandbox.Pool).

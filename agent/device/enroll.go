@@ -14,7 +14,6 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/credstore"
-	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/internal/tlsfiles"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
@@ -188,9 +187,9 @@ func Unenroll(ctx context.Context, p Paths, cfg *Config, localOnly bool) (*Unenr
 		}
 	}
 	r.Kept = []string{
-		"local rooms (" + filepath.Join(p.Data, daemon.RoomsDB) + ")",
-		"the audit log (" + filepath.Join(p.State, daemon.AuditDir) + ")",
-		"the policy (" + filepath.Join(p.Config, daemon.PolicyFile) + ")",
+		"local rooms (" + filepath.Join(p.Data, agent.RoomsDB) + ")",
+		"the audit log (" + filepath.Join(p.State, agent.AuditDir) + ")",
+		"the policy (" + filepath.Join(p.Config, agent.PolicyFile) + ")",
 	}
 	return r, nil
 }

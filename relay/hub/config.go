@@ -22,8 +22,6 @@ type Config struct {
 	// DataDir holds the embedded NATS server's JetStream store ("nats/").
 	// Required unless NATSURL is set.
 	DataDir string
-	// Listen is the HTTP address, e.g. "127.0.0.1:0" (default "127.0.0.1:8443").
-	Listen string
 	// NATSURL connects to an external NATS server with JetStream instead of
 	// starting an embedded one.
 	NATSURL string
@@ -119,9 +117,6 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.StartupTimeout <= 0 {
 		cfg.StartupTimeout = 2 * time.Minute
-	}
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8443"
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat

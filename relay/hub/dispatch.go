@@ -182,39 +182,60 @@ func (h *Hub) dispatch(ctx context.Context, ctl <-chan *nats.Msg) {
 			if json.Unmarshal(m.Data, &c) != nil {
 				continue
 			}
-			dev := deviceFromCtl(m.Subject)
-			if c.Op == "revoke" {
-				h.closeRevoked(dev)
-				continue
-			}
-			if c.Op == "changed" {
-				h.devs.forget(dev)
-			}
-			local := h.localSessions(dev)
-			if c.Op == "kick" && len(local) > 0 {
-				h.newest.kicked(dev, c.Epoch) // before reading epochs: see newest
-			}
-			for _, s := range local {
-				switch c.Op {
-				case "cancel":
-					s.cancelCommand(c.Command)
-				case "kick":
-					// Epoch 0 means still setting up: it checks h.newest
-					// once it stored its epoch (see goOnline).
-					if e := s.epoch.Load(); s.id != c.Session && e != 0 && e < c.Epoch {
-						if h.isClosing() {
-							// Make-before-break: the agent moved its session
-							// off this draining node. New commands go to
-							// the new one; the agent closes this one once its
-							// running commands have answered here.
-							s.handOver()
-							continue
-						}
-						s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
-					}
-				}
-			}
+			h.control(deviceFromCtl(m.Subject), c)
 		}
+	}
+}
+
+// ctlOp is what a device's control message (rr.dev.<id>.ctl) asks of
+// every node.
+type ctlOp string
+
+const (
+	opKick    ctlOp = "kick"    // a newer session went online: older ones close
+	opRevoke  ctlOp = "revoke"  // the device was revoked: its sessions close
+	opChanged ctlOp = "changed" // the device record changed: drop the cached copy
+	opCancel  ctlOp = "cancel"  // a command's caller is gone: cancel it on the device
+)
+
+// control applies one control message about dev on this node; an op it
+// does not know (a newer node's) is ignored.
+func (h *Hub) control(dev string, c ctlMsg) {
+	switch c.Op {
+	case opRevoke:
+		h.closeRevoked(dev)
+	case opChanged:
+		h.devs.forget(dev)
+	case opCancel:
+		for _, s := range h.localSessions(dev) {
+			s.cancelCommand(c.Command)
+		}
+	case opKick:
+		h.kick(dev, c)
+	}
+}
+
+// kick closes this node's sessions of dev older than the one that sent c
+// (on a draining node it hands them over instead).
+func (h *Hub) kick(dev string, c ctlMsg) {
+	local := h.localSessions(dev)
+	if len(local) > 0 {
+		h.newest.kicked(dev, c.Epoch) // before reading epochs: see newest
+	}
+	for _, s := range local {
+		// Epoch 0 means still setting up: it checks h.newest once it
+		// stored its epoch (see goOnline).
+		if e := s.epoch.Load(); s.id == c.Session || e == 0 || e >= c.Epoch {
+			continue
+		}
+		if h.isClosing() {
+			// Make-before-break: the agent moved its session off this
+			// draining node. New commands go to the new one; the agent
+			// closes this one once its running commands have answered here.
+			s.handOver()
+			continue
+		}
+		s.closeWith(relay.CloseReplaced, "a newer session of this device took over")
 	}
 }
 

@@ -130,7 +130,7 @@ func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout
 			}
 			// The caller left (or the hub is stopping): tell the device to
 			// stop working on a result nobody will read.
-			if perr := h.nc.Publish(ctlSubject(dev), mustJSON(ctlMsg{Op: "cancel", Command: cmd.ID})); perr != nil {
+			if perr := h.nc.Publish(ctlSubject(dev), mustJSON(ctlMsg{Op: opCancel, Command: cmd.ID})); perr != nil {
 				h.log.Warn("publish command cancel", "device", dev, "command", cmd.ID, "err", perr)
 			}
 			return fail(relay.CodeInternal, "the request was cancelled (client gone or hub shutting down)")

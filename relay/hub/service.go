@@ -151,7 +151,7 @@ func (h *Hub) Enroll(ctx context.Context, req hubapi.EnrollRequest, deviceToken,
 		}
 		// Every node's device cache learns of the new project.
 		h.devs.forget(devID)
-		if err := h.nc.Publish(ctlSubject(devID), mustJSON(ctlMsg{Op: "changed"})); err != nil {
+		if err := h.nc.Publish(ctlSubject(devID), mustJSON(ctlMsg{Op: opChanged})); err != nil {
 			h.log.Warn("publish a device change; other nodes see it within the device cache's TTL", "device", devID, "err", err)
 		}
 		out = hubapi.Enrollment{DeviceID: d.ID, Token: deviceToken, Project: pr.Project, Projects: d.Projects}
@@ -297,7 +297,7 @@ func (h *Hub) Revoke(ctx context.Context, id string) (*hubapi.Device, error) {
 	if err != nil {
 		return nil, unavailable("revoke the device", err)
 	}
-	if err := h.nc.Publish(ctlSubject(id), mustJSON(ctlMsg{Op: "revoke"})); err != nil {
+	if err := h.nc.Publish(ctlSubject(id), mustJSON(ctlMsg{Op: opRevoke})); err != nil {
 		h.log.Error("publish revoke", "err", err)
 	}
 	_ = h.nc.Flush()

@@ -19,7 +19,7 @@ func (s *session) goOnlineAndKick(ctx context.Context, app string) error {
 	if err := s.goOnline(ctx, app); err != nil {
 		return err
 	}
-	kick := ctlMsg{Op: "kick", Session: s.id, Epoch: s.epoch.Load()}
+	kick := ctlMsg{Op: opKick, Session: s.id, Epoch: s.epoch.Load()}
 	if err := s.h.nc.Publish(ctlSubject(s.dev), mustJSON(kick)); err != nil {
 		return fmt.Errorf("publish kick: %w", err)
 	}

@@ -22,7 +22,7 @@ type pendingCmd struct {
 
 // ctlMsg is published on rr.dev.<id>.ctl so every node acts on its sockets.
 type ctlMsg struct {
-	Op      string `json:"op"` // "kick", "revoke" or "cancel"
+	Op      ctlOp  `json:"op"`
 	Session string `json:"session,omitempty"`
 	Epoch   uint64 `json:"epoch,omitempty"`
 	Command string `json:"command,omitempty"` // cancel: the command id

@@ -9,6 +9,18 @@ import "time"
 // no OAuth (no --public-url and not on loopback, or --oauth=false).
 const CodeOAuthOff = "oauth_off"
 
+// PrefixOAuthAccess begins every OAuth access token: the MCP front picks
+// its verifier by it and the authorization server issues it.
+const PrefixOAuthAccess = "rro_"
+
+// The scopes as MCP clients see them (the OAuth server grants them, the
+// MCP front checks them); write implies read. A client token's own scopes
+// are ScopeRead and ScopeWrite.
+const (
+	OAuthScopeRead  = "rooms:read"
+	OAuthScopeWrite = "rooms:write"
+)
+
 // OAuthApprovalRequest is GET /v1/oauth/device-approvals/{code}: what a
 // browser asks the device's owner to approve.
 type OAuthApprovalRequest struct {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/internal/keyrate"
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // Paths the front serves.
@@ -47,15 +48,6 @@ type OAuth interface {
 	// hub.ErrBadClientToken.
 	VerifyAccess(ctx context.Context, token string) (*hub.Client, error)
 }
-
-// OAuthPrefix is the prefix of the access tokens Config.OAuth verifies.
-const OAuthPrefix = "rro_"
-
-// The scopes a client token carries, as MCP clients see them.
-const (
-	ScopeRead  = "rooms:read"
-	ScopeWrite = "rooms:write"
-)
 
 // Config configures the front. Zero values take the defaults.
 type Config struct {
@@ -221,7 +213,7 @@ func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		as = fmt.Sprintf(`,"authorization_servers":[%q]`, f.cfg.OAuth.Issuer())
 	}
 	fmt.Fprintf(w, `{"resource":%q,"resource_name":"roomrelay local rooms","scopes_supported":[%q,%q],"bearer_methods_supported":["header"]%s}`+"\n",
-		b+Path, ScopeRead, ScopeWrite, as)
+		b+Path, hubapi.OAuthScopeRead, hubapi.OAuthScopeWrite, as)
 }
 
 // authenticate checks the bearer client token and passes the request on to
@@ -229,7 +221,7 @@ func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {
 func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	meta := fmt.Sprintf(`Bearer resource_metadata=%q`, f.base(r)+MetadataPath)
 	if f.cfg.OAuth != nil {
-		meta += fmt.Sprintf(`, scope="%s %s"`, ScopeRead, ScopeWrite)
+		meta += fmt.Sprintf(`, scope="%s %s"`, hubapi.OAuthScopeRead, hubapi.OAuthScopeWrite)
 	}
 	client := f.hub.ClientAddr(r) // behind a trusted proxy, the address it forwarded
 	tok := ""
@@ -247,7 +239,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	verify := f.hub.VerifyClientToken
-	if f.cfg.OAuth != nil && strings.HasPrefix(tok, OAuthPrefix) {
+	if f.cfg.OAuth != nil && strings.HasPrefix(tok, hubapi.PrefixOAuthAccess) {
 		verify = f.cfg.OAuth.VerifyAccess
 	}
 	c, err := verify(r.Context(), tok)
@@ -262,9 +254,9 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the hub could not check the token; retry", http.StatusServiceUnavailable)
 		return
 	}
-	scopes := []string{ScopeRead}
+	scopes := []string{hubapi.OAuthScopeRead}
 	if c.CanWrite() {
-		scopes = append(scopes, ScopeWrite)
+		scopes = append(scopes, hubapi.OAuthScopeWrite)
 	}
 	ti := &auth.TokenInfo{Scopes: scopes, UserID: c.TokenID, Extra: map[string]any{"client": c, "addr": client}}
 	// A call may wait for the owner (wait_for_review) or a device command:

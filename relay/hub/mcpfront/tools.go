@@ -14,6 +14,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // Tool names the front adds to the device commands.
@@ -124,11 +125,11 @@ func (f *Front) begin(ctx context.Context, req *mcp.CallToolRequest, tool string
 	}
 	if writeTool(tool) && !c.client.CanWrite() && c.client.OAuth {
 		return c, c.fail(relay.Errorf(relay.CodeCommandNotAllowed,
-			"this sign-in grants %s only; %s needs %s: re-authorize and choose \"Read, and propose apps\" (in Claude Code: /mcp, roomrelay, Re-authenticate)", ScopeRead, tool, ScopeWrite))
+			"this sign-in grants %s only; %s needs %s: re-authorize and choose \"Read, and propose apps\" (in Claude Code: /mcp, roomrelay, Re-authenticate)", hubapi.OAuthScopeRead, tool, hubapi.OAuthScopeWrite))
 	}
 	if writeTool(tool) && !c.client.CanWrite() {
 		return c, c.fail(relay.Errorf(relay.CodeCommandNotAllowed,
-			"this token has scope %s only; %s needs %s: ask the hub operator for a write token (`roomrelay hub token create --scope write`)", ScopeRead, tool, ScopeWrite))
+			"this token has scope %s only; %s needs %s: ask the hub operator for a write token (`roomrelay hub token create --scope write`)", hubapi.OAuthScopeRead, tool, hubapi.OAuthScopeWrite))
 	}
 	if ok, wait := f.lim.allow(c.client.TokenID); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)

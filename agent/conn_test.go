@@ -18,6 +18,7 @@ import (
 )
 
 func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var audits atomic.Int32
 	a := newTestAgent(t, hub, "", func(c *Config) {
@@ -95,6 +96,7 @@ func TestConnectHelloWelcomeAndCommandRoundTrip(t *testing.T) {
 }
 
 func TestUnauthorizedIsNotRetried(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	hub.status = func(int) int { return http.StatusUnauthorized }
 	a := newTestAgent(t, hub, "", nil)
@@ -114,6 +116,7 @@ func TestUnauthorizedIsNotRetried(t *testing.T) {
 }
 
 func TestCloseReplacedReconnects(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	start(t, a)
@@ -127,6 +130,7 @@ func TestCloseReplacedReconnects(t *testing.T) {
 }
 
 func TestCloseRevokedNeedsEnrollment(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	_, done, rerr := start(t, a)
@@ -144,6 +148,7 @@ func TestCloseRevokedNeedsEnrollment(t *testing.T) {
 }
 
 func TestCloseVersionStops(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	hub.noWelcome.Store(true)
 	a := newTestAgent(t, hub, "", nil)
@@ -159,6 +164,7 @@ func TestCloseVersionStops(t *testing.T) {
 }
 
 func TestHubRestartBackOnline(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	// Dial 1 works; the "restarting" hub refuses dials 2–3; dial 4 works.
 	hub.status = func(n int) int {
@@ -179,6 +185,7 @@ func TestHubRestartBackOnline(t *testing.T) {
 }
 
 func TestSilentLossIsNoticedWithinTheReadDeadline(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	hub.heartbeatMS.Store(100)
 	a := newTestAgent(t, hub, "", nil)
@@ -198,6 +205,7 @@ func TestSilentLossIsNoticedWithinTheReadDeadline(t *testing.T) {
 }
 
 func TestHeartbeatKeepsAQuietConnectionUp(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	hub.heartbeatMS.Store(100)
 	a := newTestAgent(t, hub, "", nil)
@@ -218,6 +226,7 @@ func TestHeartbeatKeepsAQuietConnectionUp(t *testing.T) {
 }
 
 func TestEventsQueuedOfflineAreSentInOrderAfterReconnect(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var open atomic.Bool
 	hub.status = func(int) int {
@@ -269,6 +278,7 @@ func TestEventsQueuedOfflineAreSentInOrderAfterReconnect(t *testing.T) {
 }
 
 func TestOutboxIsBounded(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", func(c *Config) { c.MaxQueuedEvents = 2 })
 	ctx := context.Background()
@@ -283,6 +293,7 @@ func TestOutboxIsBounded(t *testing.T) {
 }
 
 func TestShutdownLetsInFlightCommandsAnswer(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	started := make(chan struct{})
@@ -307,6 +318,7 @@ func TestShutdownLetsInFlightCommandsAnswer(t *testing.T) {
 }
 
 func TestShutdownCancelsACommandThatOutlivesTheGrace(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond })
 	started := make(chan struct{})
@@ -350,6 +362,7 @@ func TestRunEndsAllGoroutines(t *testing.T) {
 }
 
 func TestConnectURL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in, want, err string
 	}{
@@ -379,6 +392,7 @@ func TestConnectURL(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{HubURL: "http://hub.example.com", StateDir: t.TempDir()})
 	if err == nil {
 		t.Fatal("New accepted a plain-http remote hub and no identity")
@@ -391,6 +405,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func TestReadStatusFileMissing(t *testing.T) {
+	t.Parallel()
 	if _, err := ReadStatusFile(t.TempDir()); err == nil {
 		t.Fatal("no error for a missing status file")
 	}

@@ -55,6 +55,7 @@ func wantCode(t *testing.T, r *relay.Result, id string, code relay.Code) {
 }
 
 func TestRedeliveryRunsTheHandlerOnce(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var runs atomic.Int32
 	var audit auditLog
@@ -83,6 +84,7 @@ func TestRedeliveryRunsTheHandlerOnce(t *testing.T) {
 }
 
 func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var runs atomic.Int32
 	var audit auditLog
@@ -127,6 +129,7 @@ func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 // answers not_found, like a missing room) is audited with the same
 // verdict, not as an allowed not_found.
 func TestDuplicateOfARefusedCommandIsRefusedToo(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var audit auditLog
 	release := make(chan struct{})
@@ -166,6 +169,7 @@ func TestDuplicateOfARefusedCommandIsRefusedToo(t *testing.T) {
 }
 
 func TestDedupeSurvivesAnAgentRestart(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	dir := t.TempDir()
 	var runs atomic.Int32
@@ -196,6 +200,7 @@ func TestDedupeSurvivesAnAgentRestart(t *testing.T) {
 }
 
 func TestStartedButUnfinishedIsNotReRun(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	dir := t.TempDir()
 	cmd := command("crashed", "count", "")
@@ -228,6 +233,7 @@ func TestStartedButUnfinishedIsNotReRun(t *testing.T) {
 }
 
 func TestCommandsThatMustNotRun(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var runs atomic.Int32
 	var audit auditLog
@@ -297,6 +303,7 @@ func TestCommandsThatMustNotRun(t *testing.T) {
 }
 
 func TestBusyBeyondMaxInFlight(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var audit auditLog
 	a := newTestAgent(t, hub, "", func(c *Config) { c.MaxInFlight = 2; c.Audit = audit.hook })
@@ -334,6 +341,7 @@ func TestBusyBeyondMaxInFlight(t *testing.T) {
 }
 
 func TestCancelAndDeadlineReachTheHandler(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	started := make(chan struct{}, 1)
@@ -371,6 +379,7 @@ func TestCancelAndDeadlineReachTheHandler(t *testing.T) {
 }
 
 func TestHandlerErrorsAndPanics(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", func(c *Config) { c.MaxFrame = 4096 })
 	a.Register("notfound", func(ctx context.Context, cmd *relay.Command) (any, error) {
@@ -407,6 +416,7 @@ func TestHandlerErrorsAndPanics(t *testing.T) {
 }
 
 func TestDeadlinesUseTheHubClock(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	clk.JumpWall(-10 * time.Minute) // the device clock is 10 minutes slow
@@ -431,6 +441,7 @@ func TestDeadlinesUseTheHubClock(t *testing.T) {
 }
 
 func TestDedupeStorePrunes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clk := newFakeClock()
 	st, err := openDedupe(ctx, t.TempDir(), clk, time.Hour, 3, 1<<20)
@@ -473,6 +484,7 @@ func TestDedupeStorePrunes(t *testing.T) {
 }
 
 func TestDedupeStoreSizeLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clk := newFakeClock()
 	st, err := openDedupe(ctx, t.TempDir(), clk, time.Hour, 1000, 1000)
@@ -499,6 +511,7 @@ func TestDedupeStoreSizeLimit(t *testing.T) {
 // must not answer read_room(B) under the same id; the same arguments with
 // other whitespace are the same command.
 func TestReusedIDWithOtherArgsConflicts(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	var runs atomic.Int32
 	a := newTestAgent(t, hub, "", nil)

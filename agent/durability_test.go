@@ -19,6 +19,7 @@ import (
 // needs no started or result mark), yet a duplicate delivered while it runs
 // still shares its one run; a write is recorded.
 func TestReadsSkipDurableMarks(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	dir := t.TempDir()
 	a := newTestAgent(t, hub, dir, nil)
@@ -86,6 +87,7 @@ func TestReadsSkipDurableMarks(t *testing.T) {
 // already sees its started mark, i.e. the mark's transaction committed
 // (synchronous=FULL: fsync'd) before the handler began.
 func TestWriteStartedMarkIsCommittedBeforeItsHandler(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	dir := t.TempDir()
 	a := newTestAgent(t, hub, dir, nil)
@@ -115,6 +117,7 @@ func TestWriteStartedMarkIsCommittedBeforeItsHandler(t *testing.T) {
 // TestConcurrentWriteMarksShareATransaction: marks that queue while a
 // transaction commits go into the next one together.
 func TestConcurrentWriteMarksShareATransaction(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st, err := openDedupe(context.Background(), dir, RealClock(), time.Hour, 100, 1<<20)
 	if err != nil {
@@ -161,6 +164,7 @@ func TestConcurrentWriteMarksShareATransaction(t *testing.T) {
 // status file writes (state changes, and counters at most once per
 // statusEvery), not one or two per command.
 func TestStatusFileNotRewrittenPerCommand(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	var runs atomic.Int32
@@ -237,6 +241,7 @@ func TestStatusCountersCoalesce(t *testing.T) {
 // deletes, so it stays bounded by the store's count limit, and an id pruned
 // from the store reads as never seen there too.
 func TestPruneDropsIdsFromTheIndex(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	st, err := openDedupe(context.Background(), t.TempDir(), clock, time.Hour, 2, 1<<20)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // queue keeps its order across a restart (#29.6: the full outbox refused
 // provider_changed behind a thousand superseded events).
 func TestOutboxCoalescesStateEvents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o, err := loadOutbox(dir, 4)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 )
 
 func TestBackoffFullJitter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		pick func(n int64) int64 // the injected random source
@@ -51,6 +52,7 @@ func TestBackoffFullJitter(t *testing.T) {
 }
 
 func TestBackoffResetsOnlyAfterAStableConnection(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	// Dials 1–3 fail, 4 connects briefly, 5 connects for longer than ResetAfter.
 	hub.status = func(n int) int {
@@ -118,6 +120,7 @@ func backingOff(t *testing.T, wait time.Duration) (*testHub, *fakeClock, *Agent)
 }
 
 func TestWallClockJumpSkipsBackoff(t *testing.T) {
+	t.Parallel()
 	hub, clk, _ := backingOff(t, time.Minute)
 	// The machine slept for an hour: the wall clock moved, the monotonic did not.
 	clk.JumpWall(time.Hour)
@@ -131,6 +134,7 @@ func TestWallClockJumpSkipsBackoff(t *testing.T) {
 // TestRetryNowSkipsBackoff: `roomrelay reconnect` while the agent waits
 // out a long backoff makes it dial at once; online, it changes nothing.
 func TestRetryNowSkipsBackoff(t *testing.T) {
+	t.Parallel()
 	hub, _, a := backingOff(t, time.Hour)
 	a.RetryNow()
 	c := hub.next(t) // dialled again without the hour passing
@@ -144,6 +148,7 @@ func TestRetryNowSkipsBackoff(t *testing.T) {
 }
 
 func TestWallClockJumpReplacesAPossiblyDeadConnection(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })
@@ -163,6 +168,7 @@ func TestWallClockJumpReplacesAPossiblyDeadConnection(t *testing.T) {
 }
 
 func TestSmallWallClockStepIsNotAWake(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })
@@ -188,6 +194,7 @@ func TestSmallWallClockStepIsNotAWake(t *testing.T) {
 }
 
 func TestDrainIsObeyedWithoutBackoff(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) {
@@ -224,6 +231,7 @@ func TestDrainIsObeyedWithoutBackoff(t *testing.T) {
 // agent keeps to what is left of the delay instead of backing off as after
 // a crash, so a fleet comes back spread over the node's window.
 func TestDrainThenCloseWaitsOutTheDelay(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) {
@@ -252,6 +260,7 @@ func TestDrainThenCloseWaitsOutTheDelay(t *testing.T) {
 // negative wait) and bounded by MaxDrainWait, so a hub cannot silence the
 // agent for years (FuzzHubFrames found the stall).
 func TestDrainWaitIsBounded(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		ms   int64
 		want time.Duration
@@ -263,6 +272,7 @@ func TestDrainWaitIsBounded(t *testing.T) {
 }
 
 func TestAnnounceSleepAndResume(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	start(t, a)
@@ -289,6 +299,7 @@ func TestAnnounceSleepAndResume(t *testing.T) {
 }
 
 func TestBackoffMax(t *testing.T) {
+	t.Parallel()
 	b := Backoff{Base: time.Second, Cap: 60 * time.Second}
 	for n, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
 		if got := b.Max(n); got != want*time.Second {
@@ -301,6 +312,7 @@ func TestBackoffMax(t *testing.T) {
 }
 
 func TestAnnounceSleepWhileOfflineHoldsUntilWake(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	hub.status = func(n int) int {
 		if n == 1 {
@@ -335,6 +347,7 @@ func TestAnnounceSleepWhileOfflineHoldsUntilWake(t *testing.T) {
 // failure: the first is free (a rolling deploy), then the waits follow the
 // backoff, while the old session still serves.
 func TestDrainLoopBacksOff(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) {
@@ -386,6 +399,7 @@ func TestDrainLoopBacksOff(t *testing.T) {
 // (and so `roomrelay status`, a desktop app) as one printable line, never
 // with its escape sequences (#24 finding 6).
 func TestLastErrorIsStoredPrintable(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	a := newTestAgent(t, hub, "", nil)
 	start(t, a)
@@ -401,6 +415,7 @@ func TestLastErrorIsStoredPrintable(t *testing.T) {
 // TestHelloCarriesTheAuditHead: the hello reports Config.AuditHead, the
 // anchor the hub keeps off the device (#24 finding 12).
 func TestHelloCarriesTheAuditHead(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	head := &relay.AuditHead{Seq: 42, Hash: strings.Repeat("ab", 32)}
 	a := newTestAgent(t, hub, "", func(c *Config) { c.AuditHead = func() *relay.AuditHead { return head } })

@@ -28,6 +28,7 @@ func (f *fakeClock) liveTickers() int {
 // connection that may have died in the sleep, at once (no tick, no timer:
 // the fake clock never moves); when the notices end, the tick comes back.
 func TestOSWakeNoticesStopTheTick(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })
@@ -64,6 +65,7 @@ func TestOSWakeNoticesStopTheTick(t *testing.T) {
 // TestResumeAfterAnnouncedSleepNeedsNoTick: the usual sleep with the OS's
 // notices on: announced, held, and Resume reconnects without the detector.
 func TestResumeAfterAnnouncedSleepNeedsNoTick(t *testing.T) {
+	t.Parallel()
 	hub := newTestHub(t)
 	clk := newFakeClock()
 	a := newTestAgent(t, hub, "", func(c *Config) { c.Clock = clk })

@@ -27,6 +27,7 @@ import (
 // `doctor` now fail naming the gap when the local log is missing, shorter
 // or forked (#24 finding 12).
 func TestAuditVerifyComparesTheHubsAnchor(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
@@ -116,6 +117,7 @@ func TestAuditVerifyComparesTheHubsAnchor(t *testing.T) {
 // head went in hello and at most once a minute after: verify said "no
 // audit log" and exited 0.
 func TestAnchorCoversTheLastCommand(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

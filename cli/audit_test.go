@@ -20,6 +20,7 @@ import (
 // removed is not reported "OK" but PARTIAL with the seqs gone; a removed
 // log while the dedupe store shows commands ran fails as "no audit log".
 func TestAuditVerifySaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
 	state := filepath.Join(home, "state")
@@ -70,6 +71,7 @@ func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o700) }
 // TestTablesEscapeControlCharacters: a command name or device name from the
 // network cannot clear the screen or forge a row of a human table.
 func TestTablesEscapeControlCharacters(t *testing.T) {
+	t.Parallel()
 	evil := "\x1b[2J\r\nFAKE dev-xxxx online\tx"
 	var out strings.Builder
 	e := &Env{Stdout: &out}
@@ -82,6 +84,7 @@ func TestTablesEscapeControlCharacters(t *testing.T) {
 }
 
 func TestAdminTokenFile(t *testing.T) {
+	t.Parallel()
 	f := filepath.Join(t.TempDir(), "tok")
 	if err := os.WriteFile(f, []byte("rra_from-file\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 // hub close the session 5-6 times and reads failed device_offline; with
 // the hub's side alone, the agent still sent every policy_changed.
 func TestLocalChurnKeepsTheDeviceOnline(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

@@ -27,6 +27,7 @@ func run(t *testing.T, env map[string]string, args ...string) (int, string, stri
 // TestEveryCommandHasHelp: `--help` works on every registered command and
 // names the command, its summary and the shared --log-level flag.
 func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
 	for name, c := range commands {
 		code, out, _ := run(t, nil, append(strings.Fields(name), "--help")...)
 		if code != ExitOK {
@@ -39,6 +40,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 }
 
 func TestTopLevelHelpAndUnknown(t *testing.T) {
+	t.Parallel()
 	code, out, _ := run(t, nil)
 	if code != ExitOK || !strings.Contains(out, "hub pair") || strings.Contains(out, WorkerCommand) {
 		t.Fatalf("help: %d\n%s", code, out)
@@ -54,6 +56,7 @@ func TestTopLevelHelpAndUnknown(t *testing.T) {
 }
 
 func TestVersionJSON(t *testing.T) {
+	t.Parallel()
 	code, out, _ := run(t, nil, "version", "--json")
 	var v versionInfo
 	if code != ExitOK || json.Unmarshal([]byte(out), &v) != nil || v.Protocol != "roomrelay.v1" {
@@ -62,6 +65,7 @@ func TestVersionJSON(t *testing.T) {
 }
 
 func TestStatusNotEnrolled(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	code, out, _ := run(t, nil, "status", "--home", home, "--json")
 	var r device.Report
@@ -77,6 +81,7 @@ func TestStatusNotEnrolled(t *testing.T) {
 // task runs) writes nothing to stderr; its log, and why it ended, go to
 // agent.log in the state dir, where `roomrelay logs` reads on Windows.
 func TestRunBackgroundLogsToFile(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("it would take the console from the test binary itself; .ci/wine-tests runs run --background")
 	}
@@ -92,6 +97,7 @@ func TestRunBackgroundLogsToFile(t *testing.T) {
 }
 
 func TestRunRefusesWhenNotEnrolled(t *testing.T) {
+	t.Parallel()
 	code, _, errs := run(t, nil, "run", "--home", t.TempDir())
 	if code != ExitNotEnrolled || !strings.Contains(errs, "not enrolled") {
 		t.Fatalf("run: %d %s", code, errs)
@@ -101,6 +107,7 @@ func TestRunRefusesWhenNotEnrolled(t *testing.T) {
 // TestEnableVerbs: --allow adds, --deny removes, --only replaces, a plain
 // enable keeps what the project had, and the output names the change.
 func TestEnableVerbs(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
 	commands := func() string {
 		t.Helper()
@@ -155,6 +162,7 @@ func TestEnableVerbs(t *testing.T) {
 
 // TestEnablePolicyRoomsAudit walks the owner's local commands on one home.
 func TestEnablePolicyRoomsAudit(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
 	if code, out, errs := run(t, env, "rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"); code != 0 || !strings.Contains(out, "r1") {
 		t.Fatalf("rooms create: %d %s %s", code, out, errs)
@@ -190,6 +198,7 @@ func TestEnablePolicyRoomsAudit(t *testing.T) {
 }
 
 func TestHubCommandsNeedAdminToken(t *testing.T) {
+	t.Parallel()
 	code, _, errs := run(t, nil, "hub", "devices", "--home", t.TempDir(), "--hub", "http://127.0.0.1:1")
 	if code != ExitUsage || !strings.Contains(errs, "no admin token") {
 		t.Fatalf("hub devices without a token: %d %s", code, errs)
@@ -201,6 +210,7 @@ func TestHubCommandsNeedAdminToken(t *testing.T) {
 }
 
 func TestEnrollRefusesPlainHTTPToRemote(t *testing.T) {
+	t.Parallel()
 	code, _, errs := run(t, nil, "enroll", "--home", t.TempDir(), "--hub", "http://hub.example.com", "--code", "AAAA-BBBB", "--credential-store", "file")
 	if code != ExitUsage || !strings.Contains(errs, "--hub") {
 		t.Fatalf("enroll over plain http to a remote host: %d %s", code, errs)
@@ -212,6 +222,7 @@ func TestEnrollRefusesPlainHTTPToRemote(t *testing.T) {
 // server, no JavaScript engine, no esbuild and no MCP SDK; only the full
 // cmd/roomrelay imports cli/hubcmd and sandbox/worker, which do.
 func TestDeviceBuildLinksNoServer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
@@ -243,6 +254,7 @@ func TestDeviceBuildLinksNoServer(t *testing.T) {
 // build's flavour is tested in cli/hubcmd and the stubs in
 // cmd/roomrelay-agent.
 func TestBuildFlavor(t *testing.T) {
+	t.Parallel()
 	code, out, _ := run(t, nil, "version", "--json")
 	if code != ExitOK || !strings.Contains(out, `"build":"agent"`) {
 		t.Fatalf("version --json = %d %s; want build agent", code, out)
@@ -258,6 +270,7 @@ func TestBuildFlavor(t *testing.T) {
 // TestSpellingsPeopleType: --version, help CMD and `service start` work,
 // and a one-shot command does not interleave info logs with its output.
 func TestSpellingsPeopleType(t *testing.T) {
+	t.Parallel()
 	if code, out, _ := run(t, nil, "--version"); code != ExitOK || !strings.Contains(out, "protocol roomrelay.v1") {
 		t.Errorf("--version: %d %q", code, out)
 	}
@@ -285,6 +298,7 @@ func TestSpellingsPeopleType(t *testing.T) {
 // {"error":{"code","message","exit_code"}} on stdout (and the human line
 // on stderr), so a script never reads silence.
 func TestJSONFailureIsAnObject(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	for _, c := range []struct {
 		args []string

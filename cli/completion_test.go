@@ -12,6 +12,7 @@ import (
 // TestBashCompletion sources the generated script in a real bash and asks
 // it to complete: command words at each level, and a command's flags.
 func TestBashCompletion(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")
@@ -59,6 +60,7 @@ func TestBashCompletion(t *testing.T) {
 // TestManPage renders the generated page with groff, which must not warn,
 // and finds every visible command in it.
 func TestManPage(t *testing.T) {
+	t.Parallel()
 	code, page, _ := run(t, nil, "man")
 	if code != ExitOK || !strings.HasPrefix(page, ".TH ROOMRELAY 1") {
 		t.Fatalf("man: %d %.80q", code, page)
@@ -80,6 +82,7 @@ func TestManPage(t *testing.T) {
 }
 
 func TestFishCompletionLists(t *testing.T) {
+	t.Parallel()
 	code, out, _ := run(t, nil, "completion", "fish")
 	if code != ExitOK || !strings.Contains(out, "-n '__fish_seen_subcommand_from token' -a 'revoke'") ||
 		!strings.Contains(out, "-n '__fish_seen_subcommand_from doctor' -l json") {

@@ -12,6 +12,7 @@ import (
 // allowed: no agent or service here); a revoked token fails the hub auth
 // check, a hub that is down the TCP check, a damaged audit log its check.
 func TestDoctor(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

@@ -17,6 +17,7 @@ import (
 // the revoked token before spending the code), replaces the identity in the
 // config and removes the old token from the credential store.
 func TestEnrollAgainAfterRevoke(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

@@ -66,6 +66,7 @@ func noEscapes(t *testing.T, what, out string) {
 // reason, a reason phrase) and session id come from the hub; `status`, text
 // and JSON, shows them with ⟨U+XXXX⟩ markers, never raw (#24 finding 6).
 func TestStatusShowsAHostileHubsTextPrintable(t *testing.T) {
+	t.Parallel()
 	env, p := hostileDevice(t, "http://127.0.0.1:1")
 	st := agent.Status{State: agent.StateBackoff, Hub: "http://127.0.0.1:1", DeviceID: "dev_1", SessionID: hostile,
 		LastError: "hub closed the connection: " + hostile, LastErrorAt: time.Now(), PID: os.Getpid(), UpdatedAt: time.Now()}
@@ -87,6 +88,7 @@ func TestStatusShowsAHostileHubsTextPrintable(t *testing.T) {
 // its HTTP reason phrase reach doctor's checks with markers, in the text
 // and in the decoded JSON (#24 finding 6).
 func TestDoctorShowsAHostileHubsTextPrintable(t *testing.T) {
+	t.Parallel()
 	// A 401 whose JSON error code and message are hostile.
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -17,6 +17,7 @@ import (
 // `--args @FILE` from a file, and a real agent answers; the same content
 // again is the same proposal. `--schema` prints a command's schema.
 func TestSnippetArgsIntoHubCall(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

@@ -9,6 +9,7 @@ import (
 // nowhere else; the "use it" hint on stderr (what logs and CI keep) names
 // a placeholder.
 func TestHubTokenCreatePrintsTokenOnce(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	code, out, errs := run(t, nil, "hub", "token", "create", "--project", "p1", "--scope", "read", "--name", "ci",
 		"--hub", srv.URL(), "--admin-token", "rra_t")

@@ -11,6 +11,7 @@ import (
 // checks what docs/json.md promises: one object at the top with its fields,
 // no null where a list belongs, times in UTC.
 func TestJSONShapes(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"ROOMRELAY_HOME": t.TempDir()}
 	timer := filepath.Join("..", "examples", "standup-timer")
 	for _, setup := range [][]string{

@@ -21,6 +21,7 @@ import (
 // device's home, `review approve` and `enable`/`disable` are made by it
 // (audited as localapi.* with decided_via cli), not by the CLI on the files.
 func TestLiveChangesGoThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	env := map[string]string{"ROOMRELAY_HOME": home}
 	ctx := context.Background()
@@ -111,6 +112,7 @@ func TestLiveChangesGoThroughTheAgent(t *testing.T) {
 // "disabled" after sending the change to the other user's socket, and the
 // policy stayed as it was).
 func TestCLIRefusesAnotherUsersEndpoint(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to make a socket another user's")
 	}

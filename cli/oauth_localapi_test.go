@@ -166,6 +166,7 @@ func apiCode(t *testing.T, err error) (string, string) {
 // naming the project; a code nobody shows is not_found. Each decision is
 // audited with decided_via and the app's pid and executable.
 func TestOAuthApprovalThroughLocalAPI(t *testing.T) {
+	t.Parallel()
 	th := startOAuthHub(t)
 	homeA, homeB := t.TempDir(), t.TempDir()
 	devA := th.enroll(t, map[string]string{"ROOMRELAY_HOME": homeA}, "p1")

@@ -13,6 +13,7 @@ import (
 // TestReconnect: with no agent running it says so (exit 4); a running
 // agent takes the request (the file goes) and the command says so.
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

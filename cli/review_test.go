@@ -60,6 +60,7 @@ func reviewHome(t *testing.T) (home string, timer, small rooms.Proposal) {
 }
 
 func TestReviewCommands(t *testing.T) {
+	t.Parallel()
 	home, timer, small := reviewHome(t)
 	env := map[string]string{"ROOMRELAY_HOME": home}
 
@@ -199,6 +200,7 @@ func launcherApps(t *testing.T, home string) int {
 // TestReviewApproveAtATerminal: without --hash, at a terminal, approve
 // shows every file in full and asks; only y or yes approves.
 func TestReviewApproveAtATerminal(t *testing.T) {
+	t.Parallel()
 	home, timer, _ := reviewHome(t)
 	env := map[string]string{"ROOMRELAY_HOME": home}
 	app, _ := os.ReadFile(filepath.Join("..", "examples", "standup-timer", "src", "App.tsx"))
@@ -239,6 +241,7 @@ func TestReviewApproveAtATerminal(t *testing.T) {
 // TestReviewApproveWithoutTerminal: a script must give the hash it
 // reviewed; the refusal does not hand it one.
 func TestReviewApproveWithoutTerminal(t *testing.T) {
+	t.Parallel()
 	home, timer, _ := reviewHome(t)
 	env := map[string]string{"ROOMRELAY_HOME": home}
 	for _, stdin := range []io.Reader{nil, strings.NewReader("y\n")} {
@@ -261,6 +264,7 @@ func TestReviewApproveWithoutTerminal(t *testing.T) {
 }
 
 func TestIsTerminal(t *testing.T) {
+	t.Parallel()
 	if isTerminal(strings.NewReader("")) || isTerminal(nil) || isTerminal(tty{}) == false {
 		t.Error("readers")
 	}
@@ -286,6 +290,7 @@ func TestIsTerminal(t *testing.T) {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestSnippetKey(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join("..", "examples", "standup-timer")
 	files, err := sandbox.ReadSnippetDir(dir)
 	if err != nil {
@@ -323,6 +328,7 @@ func TestSnippetKey(t *testing.T) {
 // TestReviewApproveInterruptedAtThePrompt: Ctrl-C while approve waits for
 // an answer approves nothing.
 func TestReviewApproveInterruptedAtThePrompt(t *testing.T) {
+	t.Parallel()
 	home, timer, _ := reviewHome(t)
 	r, w := io.Pipe() // an owner who types nothing
 	defer w.Close()

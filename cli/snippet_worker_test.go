@@ -13,6 +13,7 @@ import (
 // binary, then in PREFIX/lib/roomrelay, honours ROOMRELAY_SANDBOX_WORKER, and
 // otherwise names every place it looked.
 func TestSandboxWorkerLookup(t *testing.T) {
+	t.Parallel()
 	prefix := t.TempDir()
 	exe := filepath.Join(prefix, "bin", "roomrelay")
 	name := workerBinary

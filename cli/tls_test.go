@@ -53,6 +53,7 @@ func startAgent(t *testing.T, env map[string]string, args ...string) (stop func(
 // new certificate from the same running server, and a broken replacement
 // leaves the previous one served.
 func TestHubTLSWithPrivateCA(t *testing.T) {
+	t.Parallel()
 	tlsDir := t.TempDir()
 	ca := testutil.NewCA(t, "roomrelay test CA")
 	caFile, certFile, keyFile := ca.WriteFiles(tlsDir, "127.0.0.1", "localhost")

@@ -16,6 +16,7 @@ import (
 // identity go, rooms, audit log and policy stay, and the device can enroll
 // again. An unreachable hub removes nothing unless --local-only.
 func TestUnenroll(t *testing.T) {
+	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
 	home := t.TempDir()

@@ -59,6 +59,7 @@ func mustVerify(t *testing.T, dir string) Report {
 }
 
 func TestAppendAndVerify(t *testing.T) {
+	t.Parallel()
 	dir := writeN(t, 10, Options{})
 	rep := mustVerify(t, dir)
 	if !rep.OK() || rep.Lines != 10 || rep.FirstSeq != 1 || rep.LastSeq != 10 {
@@ -123,6 +124,7 @@ func edit(t *testing.T, dir string, fn func(lines []string) []string) {
 }
 
 func TestTamperDetection(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		tamper func(t *testing.T, dir string)
@@ -212,6 +214,7 @@ func TestTamperDetection(t *testing.T) {
 // TestReopenAfterTamperKeepsEvidence removes the last lines, reopens the log
 // (as the agent would on restart) and appends: the removal must still show.
 func TestReopenAfterTamperKeepsEvidence(t *testing.T) {
+	t.Parallel()
 	dir := writeN(t, 10, Options{})
 	edit(t, dir, func(l []string) []string { return l[:8] })
 	l := openLog(t, dir, Options{})
@@ -234,6 +237,7 @@ func TestReopenAfterTamperKeepsEvidence(t *testing.T) {
 // TestCrashRepair: a torn last line without a matching head (the process
 // died inside the write) is cut on Open, silently, and the log verifies.
 func TestCrashRepair(t *testing.T) {
+	t.Parallel()
 	dir := writeN(t, 5, Options{})
 	f, err := os.OpenFile(filepath.Join(dir, CurrentFile), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -275,6 +279,7 @@ func TestCrashRepair(t *testing.T) {
 }
 
 func TestRotationKeepsVerifying(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// ~250-byte lines, 2 KiB files: a rotation every 8 lines or so.
 	l := openLog(t, dir, Options{MaxBytes: 2048, Keep: 3})
@@ -342,6 +347,7 @@ func TestRotationKeepsVerifying(t *testing.T) {
 }
 
 func TestRotationLeftoverIsIgnored(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{MaxBytes: 1024, Keep: 2})
 	for i := range 30 {
@@ -360,6 +366,7 @@ func TestRotationLeftoverIsIgnored(t *testing.T) {
 }
 
 func TestConcurrentAppends(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{MaxBytes: 16 << 10, Keep: 100, NoSync: true})
 	const workers, each = 8, 50
@@ -399,6 +406,7 @@ func TestConcurrentAppends(t *testing.T) {
 }
 
 func TestQuery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	l := openLog(t, dir, Options{})
@@ -435,6 +443,7 @@ func TestQuery(t *testing.T) {
 }
 
 func TestFromCommand(t *testing.T) {
+	t.Parallel()
 	cmd := &relay.Command{ID: "c1", ProjectID: "alpha", Name: "list_room_apps", Args: json.RawMessage(`{"room_id":"room_7","limit":5}`)}
 	cases := []struct {
 		res      *relay.Result
@@ -479,6 +488,7 @@ func BenchmarkAppend(b *testing.B) {
 // history out through rotation): every field is cut to its bound, saying
 // how long it was, and the line still verifies.
 func TestAppendClipsFields(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := Open(dir, Options{})
 	if err != nil {

@@ -60,6 +60,7 @@ func child(dir string) int {
 // the head record lagging behind the unsynced lines is accepted, and the
 // next Open continues the chain after all of them.
 func TestGroupedLinesSurviveKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+dir)
@@ -108,6 +109,7 @@ func TestGroupedLinesSurviveKill(t *testing.T) {
 // append: the chain still verifies (no "lines removed from the end"),
 // because the head record only ever counts synced lines.
 func TestHeadNeverAheadOfTheDisk(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SyncWindow: time.Hour})
 	for i := range 3 {
@@ -162,6 +164,7 @@ func TestHeadNeverAheadOfTheDisk(t *testing.T) {
 // grouped line is made durable by the window's timer (the head record
 // reaches it), without Close.
 func TestGroupSyncWithinTheWindow(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SyncWindow: time.Millisecond})
 	if _, err := l.AppendGrouped(entry(1)); err != nil {
@@ -183,6 +186,7 @@ func TestGroupSyncWithinTheWindow(t *testing.T) {
 // TestConcurrentAppendsChain: durable and grouped appends from many
 // goroutines make one unbroken chain, every seq once.
 func TestConcurrentAppendsChain(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SyncWindow: time.Millisecond})
 	var wg sync.WaitGroup
@@ -227,6 +231,7 @@ func TestConcurrentAppendsChain(t *testing.T) {
 // does not read "head missing: a removed tail cannot be ruled out"; and the
 // log's own Verify makes grouped lines durable first.
 func TestFreshLogHasAHeadAtOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{SyncWindow: time.Hour})
 	for i := range 3 {

@@ -319,6 +319,7 @@ func runAppDaemon(t *testing.T, sb SmokeRunner) (*Daemon, *localapi.Client, *eve
 // read_room_app_status shows roomrelay's record of it; an app that reports
 // a content hash mismatch leaves the install failed with its reason.
 func TestAppRoomApprovalOverTheSocket(t *testing.T) {
+	t.Parallel()
 	sb := realSandbox(t)
 	d, c, evs := runAppDaemon(t, sb)
 	ctx := context.Background()
@@ -471,6 +472,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 // which keeps build states (capability build_state), is told that record
 // right after it installs the app on its next connection.
 func TestClosedAppIsToldTheBuildAfterItsInstall(t *testing.T) {
+	t.Parallel()
 	d, c, evs := runAppDaemon(t, realSandbox(t))
 	ctx := context.Background()
 	// The directory the app sent before it closed, as the store keeps it.

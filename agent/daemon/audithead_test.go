@@ -14,6 +14,7 @@ import (
 // durable head, and a moved head is queued as one audit_head event at most
 // once per auditHeadEvery (#24 finding 12).
 func TestAuditHeadIsAnnounced(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	d, err := Open(ctx, Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),

@@ -30,6 +30,7 @@ func openTest(t *testing.T) *Daemon {
 // TestIdleTickDoesNoWork: with nothing changed on disk, a housekeeping tick
 // neither re-reads the policy nor queries the store.
 func TestIdleTickDoesNoWork(t *testing.T) {
+	t.Parallel()
 	d := openTest(t)
 	pol := "version 1\nproject p\n  enabled yes\n  commands read_room\n"
 	if err := os.WriteFile(d.policyPath(), []byte(pol), 0o600); err != nil {
@@ -64,6 +65,7 @@ func TestIdleTickDoesNoWork(t *testing.T) {
 // TestOneAgentPerStateDir: a second agent on the same state dir is refused
 // with what to do; once the first closed, the next one starts.
 func TestOneAgentPerStateDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
 		HubURL: "http://127.0.0.1:1", DeviceID: "dev-x", Token: "t"}
@@ -89,6 +91,7 @@ func TestOneAgentPerStateDir(t *testing.T) {
 // open is named in the agent's status notes, and every command is refused
 // without a retry hint instead of failing one by one as retryable.
 func TestDamagedStoreIsReported(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
 		HubURL: "http://127.0.0.1:1", DeviceID: "dev-x", Token: "t"}
@@ -144,6 +147,7 @@ func TestDamagedStoreIsReported(t *testing.T) {
 // message (which can quote the app's source); a cloud-proposed app's own
 // error text goes back to the cloud that wrote it.
 func TestBuildSummaryHidesOwnerAppText(t *testing.T) {
+	t.Parallel()
 	r := &sandbox.Result{Phase: sandbox.PhaseRender, Error: &sandbox.ErrorInfo{
 		Message: "ReferenceError: OWNER_SECRET_MARKER_42 is not defined", File: "src/App.tsx", Line: 3, Column: 9}}
 	owner := buildSummary(r, false)
@@ -168,6 +172,7 @@ func TestBuildSummaryHidesOwnerAppText(t *testing.T) {
 // device keeps it without controls or bidi overrides, cut to its bound on a
 // rune boundary.
 func TestCallerIsKeptPrintable(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"MCP client token \"ci\" (ct_1)": "MCP client token \"ci\" (ct_1)",
 		"evil\u202egnp.exe\x1b[2J":       "evilgnp.exe[2J",

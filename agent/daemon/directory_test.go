@@ -19,6 +19,7 @@ import (
 // check must queue the newer list again even though the hello carried it
 // (CI caught the hub left on one room of two).
 func TestHelloDoesNotHideALaterChange(t *testing.T) {
+	t.Parallel()
 	d := openTest(t)
 	ctx := context.Background()
 	pol := "version 1\nproject p\n  enabled yes\n  commands read_room\n"
@@ -82,6 +83,7 @@ func lastQueuedRooms(t *testing.T, d *Daemon) []relay.RoomEntry {
 // before the watch (no event) and shows only after the first look; without
 // a second look the hub would miss that room until the next change.
 func TestStartLooksAgain(t *testing.T) {
+	t.Parallel()
 	d := openTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 // proposal_created after the command's command_ran; an approval through the
 // API is told to the hub (announced) at once.
 func TestLocalAPIWiredIntoRun(t *testing.T) {
+	t.Parallel()
 	d := openTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

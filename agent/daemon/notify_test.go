@@ -127,6 +127,7 @@ func TestProposalNotifiesOnce(t *testing.T) {
 // neither delays a proposal's answer nor keeps Run from ending; past the
 // queue's bound, notes are dropped.
 func TestSlowNotifierDoesNotHoldTheCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	calls := make(chan struct{}, 64)
 	// More proposals than the queue holds, in one room: above the default

@@ -21,6 +21,7 @@ import (
 // refused with rate_limited saying how many already wait; a retry of a
 // stored proposal is still answered; a decision makes room (#24 finding 4).
 func TestPendingProposalsAreBounded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfgDir := filepath.Join(dir, "c")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {

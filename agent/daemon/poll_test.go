@@ -24,6 +24,7 @@ import (
 // the query, and the change waited for the one-minute recheck (the Windows
 // demo flake: "the cloud never saw the approval").
 func TestPollSeesEveryCommit(t *testing.T) {
+	t.Parallel()
 	d := openTest(t)
 	ctx := context.Background()
 	pol := "version 1\nproject p\n  enabled yes\n  commands read_room\n"
@@ -72,6 +73,7 @@ func TestPollSeesEveryCommit(t *testing.T) {
 // through another store handle (the review CLI) reaches the outbox as a
 // proposal_decided event, and a room created there as the directory.
 func TestPollingPathPublishesDecisions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
 		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t", Tick: 20 * time.Millisecond, pollOnly: true})

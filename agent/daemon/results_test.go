@@ -18,6 +18,7 @@ import (
 // outputSchema). The reads' and proposals' results are checked on real
 // calls in e2e (the admin API's and the MCP front's helpers).
 func TestSmokeSummaryMatchesResultSchema(t *testing.T) {
+	t.Parallel()
 	sb := realSandbox(t)
 	for name, files := range map[string]map[string]string{
 		"renders":    {"src/App.tsx": `export default function App(){ return <div><button onClick={() => {}}>hi</button></div> }`},
@@ -37,6 +38,7 @@ func TestSmokeSummaryMatchesResultSchema(t *testing.T) {
 // TestHandlersFollowTheTable: the daemon registers one handler per row of
 // relay's command table and refuses a table and a registry that differ.
 func TestHandlersFollowTheTable(t *testing.T) {
+	t.Parallel()
 	d := &Daemon{}
 	hs := d.handlers()
 	var got []string

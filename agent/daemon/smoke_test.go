@@ -36,6 +36,7 @@ func (b *blockingSandbox) SmokeRun(ctx context.Context, files map[string]string)
 // on its own goroutine, not in the loop that reloads the policy), and the
 // decision is announced once the smoke-run is done.
 func TestDisableWhileSmokeRunning(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sb := &blockingSandbox{started: make(chan struct{}, 1), release: make(chan struct{})}
 	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),

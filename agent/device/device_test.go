@@ -18,6 +18,7 @@ import (
 )
 
 func TestResolvePaths(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	p, err := ResolvePaths(home, func(string) string { return "" })
 	if err != nil || p.Config != filepath.Join(home, "config") || p.State != filepath.Join(home, "state") || p.Data != filepath.Join(home, "data") || p.Runtime != "" {
@@ -45,6 +46,7 @@ func TestResolvePaths(t *testing.T) {
 }
 
 func TestConfigFile(t *testing.T) {
+	t.Parallel()
 	p := testPaths(t)
 	if _, err := LoadConfig(p); KindOf(err) != KindNotEnrolled || !errors.Is(err, ErrNotEnrolled) {
 		t.Fatalf("no config: %v (kind %d)", err, KindOf(err))
@@ -74,6 +76,7 @@ func TestConfigFile(t *testing.T) {
 // TestDiagnose: each state the status file can be in, and what the report
 // makes of it; a file that is not about the present never reads as it.
 func TestDiagnose(t *testing.T) {
+	t.Parallel()
 	p := testPaths(t)
 	if r, v := Diagnose(p); v != NotEnrolled || r.State != "not_enrolled" || !strings.Contains(r.Fix, "roomrelay enroll") {
 		t.Fatalf("not enrolled: %v %+v", v, r)

@@ -21,6 +21,7 @@ import (
 // same identity, a spent code is refused, and after a revoke the next code
 // replaces the identity and removes the old token.
 func TestEnrollLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := testhub.Start(t, hub.Config{}, testhub.Options{})
 	p := testPaths(t)
@@ -84,6 +85,7 @@ func TestEnrollLifecycle(t *testing.T) {
 // TestEnrollUnreachableHub: a hub that does not answer is a transport
 // failure the caller can explain, and nothing is written.
 func TestEnrollUnreachableHub(t *testing.T) {
+	t.Parallel()
 	p := testPaths(t)
 	_, err := Enroll(context.Background(), p, EnrollOptions{Hub: "http://" + testutil.ClosedAddr(t), Code: "x", Store: credstore.KindFile})
 	if KindOf(err) != KindFailed || !hubclient.Unreachable(err) {
@@ -101,6 +103,7 @@ func TestEnrollUnreachableHub(t *testing.T) {
 // the device, and the token, identity and queue go while rooms, audit log
 // and policy stay; --local-only does not ask the hub.
 func TestUnenroll(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := testhub.Start(t, hub.Config{}, testhub.Options{})
 	p := testPaths(t)

@@ -13,6 +13,7 @@ import (
 // An agent that never answers fails Do after the client's Timeout instead
 // of hanging the caller; the next call works once the agent answers again.
 func TestClientTimeoutEndsAHungCall(t *testing.T) {
+	t.Parallel()
 	hang := make(chan struct{})
 	ta := startAPI(t, func(c *Config) {
 		c.Status = func() agent.Status {
@@ -46,6 +47,7 @@ func TestClientTimeoutEndsAHungCall(t *testing.T) {
 // The Timeout is per request, not a bound on an event stream: a stream
 // stays open and delivers pings long after it.
 func TestClientTimeoutSparesStreams(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, func(c *Config) { c.PingEvery = 20 * time.Millisecond })
 	ta.client.Timeout = 10 * time.Millisecond
 	r := ta.events("")

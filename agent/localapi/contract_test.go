@@ -88,6 +88,7 @@ func checkResponse(t *testing.T, method, path string, status int, body []byte) {
 // TestEveryRouteIsDocumented: the server's routes and the document's paths
 // are the same set.
 func TestEveryRouteIsDocumented(t *testing.T) {
+	t.Parallel()
 	doc := loadDoc(t, OpenAPI())
 	var documented []string
 	for p, ops := range doc.Paths {
@@ -109,6 +110,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 // TestResponsesMatchTheDocument calls every route over the socket and
 // validates each real response (successes and errors) and event line.
 func TestResponsesMatchTheDocument(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, func(c *Config) { c.Enrolled = func() []string { return []string{"p1", "p9"} } })
 	ctx := context.Background()
 	p := seedProposal(t, ta.store, "key-contract")
@@ -202,6 +204,7 @@ func TestResponsesMatchTheDocument(t *testing.T) {
 // no required list may grow (old clients would then send too little).
 // Additions pass; a release copies the document over the baseline.
 func TestV1IsAdditive(t *testing.T) {
+	t.Parallel()
 	base, err := os.ReadFile("testdata/openapi-v1-baseline.json")
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +304,7 @@ func compareSchema(name string, old, cur map[string]any) []string {
 // TestAdditiveCheckCatches: the check itself fails on a removed field, a
 // retyped one and a removed path (so TestV1IsAdditive can fail).
 func TestAdditiveCheckCatches(t *testing.T) {
+	t.Parallel()
 	base := loadDoc(t, OpenAPI())
 	for _, tc := range []struct {
 		name string

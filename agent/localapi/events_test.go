@@ -24,6 +24,7 @@ func dataN(t *testing.T, e Event) int {
 // publishes more, and resumes with since= the last seq read: every event
 // arrives exactly once, in order.
 func TestEventResumeWithoutLossOrDuplicates(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	ev := ta.srv.Events()
 	first := ta.events("?initial=1")
@@ -66,6 +67,7 @@ func TestEventResumeWithoutLossOrDuplicates(t *testing.T) {
 }
 
 func TestEventResync(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, func(c *Config) { c.Events = NewEvents("", 4) })
 	ev := ta.srv.Events()
 	for i := 1; i <= 10; i++ {
@@ -100,6 +102,7 @@ func TestEventResync(t *testing.T) {
 }
 
 func TestEventTypesFilterAndPing(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, func(c *Config) { c.PingEvery = 20 * time.Millisecond })
 	ev := ta.srv.Events()
 	r := ta.events("?types=proposal_created")
@@ -119,6 +122,7 @@ func TestEventTypesFilterAndPing(t *testing.T) {
 }
 
 func TestPublishNeverBlocksAndRingIsBounded(t *testing.T) {
+	t.Parallel()
 	ev := NewEvents("b", 8)
 	w, _ := ev.subscribe() // a reader that never reads
 	for i := range 100 {

@@ -37,6 +37,7 @@ func within(t *testing.T, what string, f func()) {
 }
 
 func TestPipeNameTakenRefusesToStart(t *testing.T) {
+	t.Parallel()
 	cfg := ListenConfig{StateDir: filepath.Join(t.TempDir(), "state")}
 	ln, _, err := Listen(cfg)
 	if err != nil {
@@ -57,6 +58,7 @@ func TestPipeNameTakenRefusesToStart(t *testing.T) {
 // Between two Accepts the listener still holds the name: a connection that
 // comes and goes must not leave it free for another process to take.
 func TestPipeNameHeldBetweenAccepts(t *testing.T) {
+	t.Parallel()
 	cfg := ListenConfig{StateDir: filepath.Join(t.TempDir(), "state")}
 	ln, ep, err := Listen(cfg)
 	if err != nil {
@@ -75,6 +77,7 @@ func TestPipeNameHeldBetweenAccepts(t *testing.T) {
 }
 
 func TestPipeCloseUnblocksAccept(t *testing.T) {
+	t.Parallel()
 	ln, _ := listenTest(t)
 	errc := make(chan error, 1)
 	go func() {
@@ -117,6 +120,7 @@ func accepted(t *testing.T, ln net.Listener, ep Endpoint) (server, client net.Co
 }
 
 func TestPipeRoundTripPeerAndEOF(t *testing.T) {
+	t.Parallel()
 	ln, ep := listenTest(t)
 	srv, cli := accepted(t, ln, ep)
 	p, err := PeerOf(srv)
@@ -145,6 +149,7 @@ func TestPipeRoundTripPeerAndEOF(t *testing.T) {
 }
 
 func TestPipeDeadlineAndCloseUnblockRead(t *testing.T) {
+	t.Parallel()
 	ln, ep := listenTest(t)
 	srv, _ := accepted(t, ln, ep)
 	srv.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
@@ -181,6 +186,7 @@ func TestPipeDeadlineAndCloseUnblockRead(t *testing.T) {
 // Clients at once all get served: the listener puts a new instance in
 // place before it hands one out.
 func TestPipeManyClients(t *testing.T) {
+	t.Parallel()
 	ln, ep := listenTest(t)
 	const n = 8
 	go func() {
@@ -220,6 +226,7 @@ func TestPipeManyClients(t *testing.T) {
 }
 
 func TestDialNoAgent(t *testing.T) {
+	t.Parallel()
 	ep := Endpoint{Transport: TransportNpipe, Path: `\\.\pipe\roomrelay-test-nobody-` + filepath.Base(t.TempDir())}
 	if _, err := dialRaw(ep); err == nil {
 		t.Fatal("dial of a pipe nobody serves succeeded")

@@ -24,6 +24,7 @@ func apiCode(err error) string {
 }
 
 func TestProjectsETag(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	ctx := context.Background()
 	var pr ProjectsResponse
@@ -81,6 +82,7 @@ func TestProjectsETag(t *testing.T) {
 }
 
 func TestEnableDisableShareTheCLIRules(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	ctx := context.Background()
 	var res ProjectResponse
@@ -131,6 +133,7 @@ func seedProposal(t *testing.T, s *rooms.Store, key string) rooms.Proposal {
 }
 
 func TestProposalsReviewedByHash(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	ctx := context.Background()
 	p := seedProposal(t, ta.store, "k1")
@@ -178,6 +181,7 @@ func TestProposalsReviewedByHash(t *testing.T) {
 }
 
 func TestDeclineThenApproveConflicts(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	ctx := context.Background()
 	p := seedProposal(t, ta.store, "k1")

@@ -67,6 +67,7 @@ func peerClient(path string) int {
 }
 
 func TestStatusOverTheSocket(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	var st StatusResponse
 	hdr, err := ta.client.Do(context.Background(), "GET", "status", nil, &st, nil)
@@ -104,6 +105,7 @@ func osTransport() string {
 }
 
 func TestDiscoveryFile(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	var d Discovery
 	deadline := time.Now().Add(5 * time.Second)
@@ -139,6 +141,7 @@ func TestDiscoveryFile(t *testing.T) {
 }
 
 func TestBrowserShapedRequestsRefused(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	for _, tc := range []struct {
 		name   string
@@ -185,6 +188,7 @@ func TestBrowserShapedRequestsRefused(t *testing.T) {
 }
 
 func TestRefusalsAreRateLimited(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	limited := 0
 	for range RefusalBurst + 5 {
@@ -199,6 +203,7 @@ func TestRefusalsAreRateLimited(t *testing.T) {
 }
 
 func TestProviderRoute(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, nil)
 	if status, _, body := ta.raw("GET", "/localapi/v1/provider", nil, ""); status != 503 || errCode(body) != CodeUnavailable {
 		t.Fatalf("no provider handler: %d %v", status, body)
@@ -220,6 +225,7 @@ func TestProviderRoute(t *testing.T) {
 }
 
 func TestConnectionCap(t *testing.T) {
+	t.Parallel()
 	ta := startAPI(t, func(c *Config) { c.MaxConns = 2 })
 	var held []net.Conn
 	for range 2 {

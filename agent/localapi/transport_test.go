@@ -20,6 +20,7 @@ import (
 )
 
 func TestListenReplacesAStaleSocket(t *testing.T) {
+	t.Parallel()
 	cfg := ListenConfig{StateDir: t.TempDir()}
 	ln, ep, err := Listen(cfg)
 	if err != nil {
@@ -43,6 +44,7 @@ func TestListenReplacesAStaleSocket(t *testing.T) {
 }
 
 func TestListenRefusesWhatIsNotOurs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := ListenConfig{StateDir: dir}
 	if err := os.WriteFile(filepath.Join(dir, SocketName), []byte("x"), 0o600); err != nil {
@@ -63,6 +65,7 @@ func TestListenRefusesWhatIsNotOurs(t *testing.T) {
 }
 
 func TestRuntimeDirAndLongPathFallback(t *testing.T) {
+	t.Parallel()
 	rt := t.TempDir()
 	path, note, err := SocketPath(ListenConfig{RuntimeDir: rt, StateDir: "/nonexistent"})
 	if err != nil || path != filepath.Join(rt, "roomrelay", SocketName) || note != "" {
@@ -126,6 +129,7 @@ func TestLongPathNeverUsesASharedDir(t *testing.T) {
 // is checked, wherever the socket goes: one of another user's, or one
 // others may write without the sticky bit, is refused, naming it (#29.5).
 func TestSocketRefusedBelowAnotherUsersDir(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to make a directory another user's")
 	}
@@ -174,6 +178,7 @@ func TestSocketRefusedBelowAnotherUsersDir(t *testing.T) {
 // ours is not read. Each says whose it is (#29.5: `roomrelay disable`
 // printed "disabled" to the other user's socket).
 func TestClientRefusesAnotherUsersEndpoint(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" || os.Getuid() != 0 {
 		t.Skip("needs root on Linux to run a server as another user")
 	}
@@ -224,6 +229,7 @@ func TestClientRefusesAnotherUsersEndpoint(t *testing.T) {
 // up (as a misconfigured system might), the peer check refuses it and the
 // audit line names uid 65534.
 func TestOtherUserRefused(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" || os.Getuid() != 0 {
 		t.Skip("needs root on Linux to run a client as another user")
 	}

@@ -68,6 +68,7 @@ func runInstaller(t testing.TB, inst *Installer) {
 // visibly, after one delivery; a retried one (and a code the table does not
 // know) leaves it pending and delivers it again.
 func TestInstallAnswers(t *testing.T) {
+	t.Parallel()
 	cases := append(InstallAnswers(), InstallAnswer{Code: "no_such_code", Outcome: OutcomeRetried})
 	for _, c := range cases {
 		t.Run(c.Code, func(t *testing.T) {
@@ -114,6 +115,7 @@ func TestInstallAnswers(t *testing.T) {
 // constants against that file), and a row per code in
 // docs/provider-protocol.md and in clients/ts/README.md.
 func TestInstallAnswersDocumented(t *testing.T) {
+	t.Parallel()
 	const golden = "testdata/install-answers.json"
 	want := installAnswersJSON()
 	if *update {

@@ -31,6 +31,7 @@ func (app *fakeApp) responses() []message {
 // is not one object, is answered with -32600 and id null, and the
 // connection stays up (it was closed with 4003).
 func TestBatchIsInvalidRequest(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	app := connectApp(t, ts, allCaps, roomAnswer("Team room"))
 	for i, bad := range []string{
@@ -94,6 +95,7 @@ func TestOversizedMessageIs1009(t *testing.T) {
 // provider, the connected app is closed with 4004 and the reason naming the
 // fix, not left connected serving nobody.
 func TestDeselectedAppIsClosed(t *testing.T) {
+	t.Parallel()
 	var selected atomic.Bool
 	selected.Store(true)
 	ts := startServer(t, func(c *Config) { c.Selected = selected.Load })

@@ -30,6 +30,7 @@ func roomAnswer(name string) answerFunc {
 }
 
 func TestReadRoomThroughTheApp(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	app := connectApp(t, ts, allCaps, roomAnswer("Team room"))
 	app.send(`{"jsonrpc":"2.0","method":"rooms.changed","params":{"rooms":[{"id":"r1","project":"p1","name":"Team room"},{"id":"bad id","project":"p1","name":"x"},{"id":"r1","project":"p1","name":"dup"}]}}`)
@@ -58,6 +59,7 @@ func TestReadRoomThroughTheApp(t *testing.T) {
 }
 
 func TestNoAppIsAppNotRunning(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	_, err := ts.App().ReadRoom(context.Background(), "p1", "r1")
 	if code(err) != relay.CodeAppNotRunning || !relay.CodeAppNotRunning.Retryable() {
@@ -95,6 +97,7 @@ func TestNewestProviderWins(t *testing.T) {
 // TestAppGoneMidCall: the app takes the request and closes; the call fails
 // with app_not_running at once, not at its (one minute) deadline.
 func TestAppGoneMidCall(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	connectApp(t, ts, allCaps, func(app *fakeApp, m message) string {
 		app.conn.Close()
@@ -137,6 +140,7 @@ func TestCancelBecomesCancelRequest(t *testing.T) {
 // roomrelay's fields, bounded, or the call fails cleanly; the server keeps
 // serving the next app.
 func TestHostileProvider(t *testing.T) {
+	t.Parallel()
 	bigName := strings.Repeat("n", 300<<10)
 	cases := []struct {
 		name   string
@@ -210,6 +214,7 @@ func TestHostileProvider(t *testing.T) {
 }
 
 func TestNeverAnsweringProviderEndsAtTheDeadline(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, nil)
 	app := connectApp(t, ts, allCaps, func(*fakeApp, message) string { return "" })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -226,6 +231,7 @@ func TestNeverAnsweringProviderEndsAtTheDeadline(t *testing.T) {
 }
 
 func TestRequestsInFlightAreBounded(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, func(c *Config) { c.MaxInFlight = 2 })
 	release := make(chan struct{})
 	app := connectApp(t, ts, allCaps, func(app *fakeApp, m message) string {

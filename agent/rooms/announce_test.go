@@ -8,6 +8,7 @@ import (
 )
 
 func TestDecisionsAnnouncedOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(ctx, t.TempDir()+"/rooms.db", nil)
 	if err != nil {

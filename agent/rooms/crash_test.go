@@ -79,6 +79,7 @@ func crashWriter(path string) int {
 // and checks that SQLite's integrity check passes and that every app it had
 // reported committed is there, complete.
 func TestKillMidWrite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns writer processes")
 	}

@@ -11,6 +11,7 @@ import (
 // while the app is closed; builtin reads never see it; a builtin room's id is
 // never taken over; a room the app stopped listing takes no proposals.
 func TestProviderDirectory(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	builtin := setupRoom(t, s, "p1")
@@ -57,6 +58,7 @@ func TestProviderDirectory(t *testing.T) {
 // decision and a pending install row, and creates no builtin app; in a
 // builtin room the app is created and the install is installed at once.
 func TestApprovalCommitsAnInstallRow(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	builtin := setupRoom(t, s, "p1")
@@ -121,6 +123,7 @@ func TestApprovalCommitsAnInstallRow(t *testing.T) {
 // TestDecisionAndInstallAreOneTransaction: when the install row cannot be
 // written, the decision is not committed either.
 func TestDecisionAndInstallAreOneTransaction(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	if _, err := s.SyncProviderRooms(ctx, []ProviderRoom{{ID: "app-room", Project: "p1", Name: "App room"}}); err != nil {

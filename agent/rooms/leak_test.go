@@ -14,6 +14,7 @@ const marker = "LEAK-MARKER-7f3a"
 // config, logs, secrets, SDK storage) and a pending proposal's files with a
 // marker, and checks that no result of the three reads contains it.
 func TestReadsNeverLeak(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "p1")
@@ -114,6 +115,7 @@ func TestReadsNeverLeak(t *testing.T) {
 // TestReadResultFields pins the JSON fields of every read result: adding a
 // field to a result type is a deliberate decision that changes this list.
 func TestReadResultFields(t *testing.T) {
+	t.Parallel()
 	want := map[string][]string{
 		"RoomSummary": {"app_count", "id", "kind", "name", "pending_proposals", "project"},
 		"AppPage":     {"items", "next_cursor"},

@@ -9,6 +9,7 @@ import (
 // goroutines add apps to it: every app that existed at the start is seen
 // exactly once, and no app is seen twice.
 func TestPaginationUnderConcurrentInserts(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "p1")

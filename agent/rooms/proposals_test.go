@@ -21,6 +21,7 @@ func snippetProposal(room string, files map[string]string) NewProposal {
 }
 
 func TestProposalIsNotAnApp(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "p1")
@@ -48,6 +49,7 @@ func TestProposalIsNotAnApp(t *testing.T) {
 }
 
 func TestProposalLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	files := timerFiles()
 	other := map[string]string{"src/App.tsx": "export default () => 'changed'"}
@@ -212,6 +214,7 @@ func TestProposalLifecycle(t *testing.T) {
 }
 
 func TestRepoProposal(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "p1")
@@ -238,6 +241,7 @@ func TestRepoProposal(t *testing.T) {
 // TestConcurrentRetries sends the same proposal from many goroutines at
 // once: one card, the rest duplicates of it.
 func TestConcurrentRetries(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "p1")

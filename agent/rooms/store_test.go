@@ -72,6 +72,7 @@ func wantCode(t *testing.T, err error, code relay.Code) {
 }
 
 func TestMigrationsIdempotentOnReopen(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "rooms.db")
 	s, err := Open(ctx, path, nil)
@@ -115,6 +116,7 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rooms.db")
 	s := openAt(t, path)
 	if _, err := s.db.ExecContext(t.Context(), "PRAGMA user_version = 999"); err != nil {
@@ -128,6 +130,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 }
 
 func TestOpenPragmas(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	for pragma, want := range map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "2"} {
@@ -142,6 +145,7 @@ func TestOpenPragmas(t *testing.T) {
 }
 
 func TestReads(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "p1")
@@ -190,6 +194,7 @@ func TestReads(t *testing.T) {
 }
 
 func TestReadErrors(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := t.Context()
 	room := setupRoom(t, s, "pA")
@@ -229,6 +234,7 @@ func TestReadErrors(t *testing.T) {
 }
 
 func TestIntegrityCheckDetectsDamage(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rooms.db")
 	s := openAt(t, path)
 	room := setupRoom(t, s, "p1")
@@ -270,6 +276,7 @@ func TestIntegrityCheckDetectsDamage(t *testing.T) {
 // TestIDsFollowThePolicyRule: the store refuses a project or room id the
 // policy file could not name (a space, a slash, too long).
 func TestIDsFollowThePolicyRule(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	for _, id := range []string{"bad id", "a/b", "-lead", strings.Repeat("p", 129)} {
@@ -289,6 +296,7 @@ func TestIDsFollowThePolicyRule(t *testing.T) {
 }
 
 func TestCreateRoomTwiceSaysSo(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	if _, err := s.CreateProject(ctx, "p1", "P"); err != nil {

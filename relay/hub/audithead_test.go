@@ -21,6 +21,7 @@ import (
 // device whose log was deleted or rewritten keeps showing the gap; a
 // malformed head is ignored (#24 finding 12).
 func TestAuditAnchor(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	ctx := context.Background()
@@ -95,6 +96,7 @@ func TestAuditAnchor(t *testing.T) {
 // back, nor to another hash at the same seq, and the caller's result does
 // not carry the device's bookkeeping.
 func TestResultMovesTheAnchor(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	ctx := context.Background()

@@ -10,6 +10,7 @@ import (
 // doubled it; now it keeps its bound. A smaller budget, or an upgrade
 // from larger reservations, still keeps room for what a bucket holds.
 func TestKeepRoomFullBucketDoesNotGrow(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	const share = 16 << 20
 	have := streamSize{used: share, max: share} // full

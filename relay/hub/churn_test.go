@@ -28,6 +28,7 @@ func roomSet(p, prefix string, n int) []relay.RoomEntry {
 // TTL on a node (further renames are refused until the window ends), and
 // each marker carries the TTL after which the server removes it.
 func TestDirectoryChurnIsBounded(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -80,6 +81,7 @@ func TestDirectoryChurnIsBounded(t *testing.T) {
 // it lacks servers); within the budget it starts; the reservations add up
 // to the budget.
 func TestStorageBudget(t *testing.T) {
+	t.Parallel()
 	var sum int64
 	for _, b := range buckets {
 		sum += sizeOf(b.share, DefaultStorageBudget)

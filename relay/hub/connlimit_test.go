@@ -18,6 +18,7 @@ import (
 // shed at accept, but an agent whose websocket was upgraded no longer
 // counts and keeps being served.
 func TestConnLimiterSparesAgents(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	lim := NewConnLimiter(2, 0)
@@ -139,6 +140,7 @@ func (p pinned) RemoteAddr() net.Addr { return p.addr }
 // TestConnCapsByIPv6Prefix: addresses of one /64 share one cap; another
 // /64 has its own.
 func TestConnCapsByIPv6Prefix(t *testing.T) {
+	t.Parallel()
 	lim := NewConnLimiter(2, 0)
 	conn := func(ip string) net.Conn {
 		a, b := net.Pipe()

@@ -15,6 +15,7 @@ import (
 // and revoking it, both through node a, reach b's cache through NATS. The
 // TTL is an hour, so only the invalidation can make b see either change.
 func TestDeviceCacheFollowsRevokeAndNewProjects(t *testing.T) {
+	t.Parallel()
 	url := startExternalNATS(t)
 	a := startHub(t, Config{NATSURL: url, NodeName: "a", DeviceCacheTTL: time.Hour})
 	b := startHub(t, Config{NATSURL: url, NodeName: "b", DeviceCacheTTL: time.Hour})
@@ -59,6 +60,7 @@ func TestDeviceCacheFollowsRevokeAndNewProjects(t *testing.T) {
 // it is older than the TTL, and a read that began before a forget does not
 // store what it read.
 func TestDeviceCacheTTL(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_000_000, 0)
 	c := newDeviceCache(5*time.Second, func() time.Time { return now })
 	rec := &deviceRec{ID: "dev-1", Projects: []string{"p1"}}

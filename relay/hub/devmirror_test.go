@@ -23,6 +23,7 @@ const connectReads = "roomrelay_hub_connect_device_reads_total"
 // agent's connect costs no read of rr_devices; a device the mirror does not
 // hold is read from the bucket and still connects.
 func TestConnectReadsTheDeviceMirror(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
@@ -51,6 +52,7 @@ func TestConnectReadsTheDeviceMirror(t *testing.T) {
 // mirror holds the enrolled devices, so the fleet's reconnect reads no
 // device record from the bucket.
 func TestRestartedHubReadsTheMirror(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := startHub(t, Config{DataDir: dir})
 	dev, tok := first.enroll("p1")
@@ -71,6 +73,7 @@ func TestRestartedHubReadsTheMirror(t *testing.T) {
 // device's session, through the watch, and the next dial is refused from
 // the mirror.
 func TestDeviceWatchClosesRevokedSessions(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
@@ -139,6 +142,7 @@ func afterRestart(t *testing.T, what string, write func() error) {
 // of seconds) and follows the bucket: a revoke written straight to it (no
 // revoke message) closes the device's session.
 func TestDeviceMirrorFollowsANATSRestart(t *testing.T) {
+	t.Parallel()
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
 	ns := startNATS(t, opts)
 	opts.Port = ns.Addr().(*net.TCPAddr).Port
@@ -165,6 +169,7 @@ func TestDeviceMirrorFollowsANATSRestart(t *testing.T) {
 // loads its room directory again from a new watch and sees what node b
 // changes: a room removed and another added.
 func TestDirectoryFollowsANATSRestart(t *testing.T) {
+	t.Parallel()
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
 	ns := startNATS(t, opts)
 	opts.Port = ns.Addr().(*net.TCPAddr).Port
@@ -204,6 +209,7 @@ func TestDirectoryFollowsANATSRestart(t *testing.T) {
 // never delivered (put into the copy by hand here) is gone, and the rooms
 // the bucket holds are kept.
 func TestDirectoryReloadDropsWhatTheOldWatchMissed(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, _ := th.enroll("p1")
@@ -227,6 +233,7 @@ func TestDirectoryReloadDropsWhatTheOldWatchMissed(t *testing.T) {
 // mirrored record revoked, so the device is refused at the door, and still
 // is once this node's short memory of recent revokes has forgotten it.
 func TestRevokeMessageMarksTheMirror(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	th.waitMetric("roomrelay_hub_mirrored_devices", "", 1)
@@ -258,6 +265,7 @@ func TestRevokeMessageMarksTheMirror(t *testing.T) {
 // older than the entry leaves it, a revoke is reported once, readers get
 // copies, and a mirror that is not live holds nothing.
 func TestDeviceMirrorOrder(t *testing.T) {
+	t.Parallel()
 	m := newDeviceMirror()
 	rec := func(os string, revoked bool) *deviceRec {
 		return &deviceRec{ID: "d1", OS: os, Revoked: revoked, Projects: []string{"p1"},
@@ -345,6 +353,7 @@ func BenchmarkDeviceMirrorMemory(b *testing.B) {
 // record is among its new watch's initial values, and that closes the
 // session.
 func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
+	t.Parallel()
 	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
 	px := testutil.NewProxy(t, ns.Addr().String())
 	a := startHub(t, Config{NATSURL: "nats://" + px.Addr(), NodeName: "a"})

@@ -20,6 +20,7 @@ import (
 // replaces its directory; an agent without a directory leaves it alone;
 // revoking the device removes its rooms.
 func TestDirectoryFromAHostileDevice(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, tok := th.enroll("p1")
@@ -106,6 +107,7 @@ func TestDirectoryFromAHostileDevice(t *testing.T) {
 // bound is invalid_args at the hub; the device never sees it (so it never
 // reaches its audit log), and an unknown command name is refused too.
 func TestCommandRefusesOversizedIDs(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -145,6 +147,7 @@ func TestCommandRefusesOversizedIDs(t *testing.T) {
 // relay.CleanLine to what a device says about itself (its old cleaner kept
 // bidi controls, so an OS could read "exe.png" reversed).
 func TestIDsAndTextFollowRelaysRules(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	const project = "team@corp.example"

@@ -14,6 +14,7 @@ import (
 // or the older session learning its epoch, the older one is superseded and
 // the newer one is not; a forgotten device starts clean.
 func TestNewestSessionRule(t *testing.T) {
+	t.Parallel()
 	// Kick first (the older session was still setting up when it came).
 	var n newest
 	n.kicked("dev-a", 8)
@@ -42,6 +43,7 @@ func TestNewestSessionRule(t *testing.T) {
 }
 
 func TestPendingCommandFailsOnDisconnect(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -62,6 +64,7 @@ func TestPendingCommandFailsOnDisconnect(t *testing.T) {
 // hub send the agent a cancel frame for it; a command that a second caller
 // still waits for is not cancelled.
 func TestCancelWhenCallerLeaves(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestPairingCodes(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -126,6 +127,7 @@ func TestPairingCodes(t *testing.T) {
 }
 
 func TestAdminAuth(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	if devs, err := th.cl.Devices(context.Background()); err != nil || len(devs) != 0 {
 		t.Fatalf("empty hub lists %v %v", devs, err)
@@ -149,6 +151,7 @@ func TestAdminAuth(t *testing.T) {
 }
 
 func TestAdminTokenFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir() + "/data"
 	tok, err := LoadOrCreateAdminToken(dir)
 	if err != nil || !strings.HasPrefix(tok, "rra_") {
@@ -169,6 +172,7 @@ func TestAdminTokenFile(t *testing.T) {
 // guesser must not learn which guess was right), and the window ending
 // lets the address in again.
 func TestEnrollGuessingIsLimited(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -195,6 +199,7 @@ func TestEnrollGuessingIsLimited(t *testing.T) {
 }
 
 func TestFailLimiterBoundsMemory(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	now := t0
 	l := newFailLimiter(2, time.Minute, func() time.Time { return now })

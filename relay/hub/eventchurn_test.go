@@ -22,6 +22,7 @@ import (
 // closed the session at the 1,001st event ("more than 120 events a
 // minute") and the commands after it failed device_offline.
 func TestEventChurnKeepsTheSession(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)

@@ -23,6 +23,7 @@ import (
 // decisions only for proposals the hub routed, a hello's text and policy
 // are cleaned, and a flood of events is dropped, not answered by closing.
 func TestEventsAreBounded(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, tok := th.enroll("p1")
@@ -100,6 +101,7 @@ func TestEventsAreBounded(t *testing.T) {
 // but whose frame would not fit the agent's is invalid_args at the hub,
 // and the agent keeps its socket.
 func TestOversizedCommandIsRefused(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{MaxFrame: 4096})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -118,6 +120,7 @@ func TestOversizedCommandIsRefused(t *testing.T) {
 // address: at most the allowed failures are evaluated, the rest are
 // rate_limited, and a valid code from another address still works.
 func TestEnrollAttemptsAreReservedFirst(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{EnrollFailures: 10})
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -157,6 +160,7 @@ func TestEnrollAttemptsAreReservedFirst(t *testing.T) {
 // counted in NATS, so a hub restart does not forget them and another hub
 // node on the same NATS sees them too.
 func TestEnrollFailuresOutliveARestartAndCrossNodes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const addr = "192.0.2.9"
 	guess := func(th *testHub, n int) {
@@ -194,6 +198,7 @@ func TestEnrollFailuresOutliveARestartAndCrossNodes(t *testing.T) {
 // read succeed, and 503 with the reason when the NATS server goes away,
 // while /v1/healthz (liveness) stays 200.
 func TestReadyz(t *testing.T) {
+	t.Parallel()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func runErr(t *testing.T, cfg Config) error {
 // TestReplicasRefused: more replicas than the deployment can keep is a
 // clear error at once, not a retry until the startup deadline.
 func TestReplicasRefused(t *testing.T) {
+	t.Parallel()
 	_, err := New(Config{AdminToken: testAdmin, DataDir: t.TempDir(), Replicas: 3})
 	if err == nil || !strings.Contains(err.Error(), "embedded NATS server is a single node") {
 		t.Fatalf("embedded with 3 replicas: %v", err)
@@ -60,6 +61,7 @@ func TestReplicasRefused(t *testing.T) {
 // it (retrying) and becomes ready once it is up; one whose NATS never comes
 // gives up at --startup-timeout naming it.
 func TestStartupWaitsForNATS(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,7 @@ func TestStartupWaitsForNATS(t *testing.T) {
 // TestDataDirLock: a second hub on a data dir in use is refused, naming the
 // first one's pid.
 func TestDataDirLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	startHub(t, Config{DataDir: dir})
 	err := runErr(t, Config{DataDir: dir})
@@ -127,6 +130,7 @@ func TestDataDirLock(t *testing.T) {
 // under is refused, naming the rule; a name whose record nobody refreshes
 // (a node that crashed) is taken after a beat and a half.
 func TestNodeNameHeldByALiveNode(t *testing.T) {
+	t.Parallel()
 	url := startExternalNATS(t)
 	beat := 100 * time.Millisecond
 	a := startHub(t, Config{NATSURL: url, NodeName: "same", NodeBeat: beat})
@@ -148,6 +152,7 @@ func TestNodeNameHeldByALiveNode(t *testing.T) {
 // predecessor's; the restart does not wait a beat and a half of it (an
 // hour and a half: startHub would give up after 30 s).
 func TestEmbeddedRestartAfterCrashTakesItsName(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := startHub(t, Config{DataDir: dir, NodeName: "first"})
 	rec := nodeRec{Node: "crashed", Started: time.Now().UTC(), Refreshed: time.Now().UTC(), BeatMS: time.Hour.Milliseconds()}
@@ -163,6 +168,7 @@ func TestEmbeddedRestartAfterCrashTakesItsName(t *testing.T) {
 // others). The command fails with device_offline long before its deadline,
 // and node b reads the device offline, not online on a.
 func TestCrashedNodeFailsFast(t *testing.T) {
+	t.Parallel()
 	url := startExternalNATS(t)
 	a := startHub(t, Config{NATSURL: url, NodeName: "a", NodeBeat: 100 * time.Millisecond})
 	b := startHub(t, Config{NATSURL: url, NodeName: "b", NodeBeat: 100 * time.Millisecond})
@@ -199,6 +205,7 @@ func TestCrashedNodeFailsFast(t *testing.T) {
 // TestEnrollmentRollsBack: when the device cannot be stored, the pairing
 // code is given back (not burned) and no device is left behind.
 func TestEnrollmentRollsBack(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	pc, err := th.cl.Pair(ctx, "p1", 0)

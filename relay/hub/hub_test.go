@@ -20,6 +20,7 @@ import (
 )
 
 func TestConnectRoundTripCleanClose(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Heartbeat: 2 * time.Minute}) // offline can only come from the close
 	dev, tok := th.enroll("p1")
 	if p := th.presence(dev); p.State != hubapi.StateOffline {
@@ -87,11 +88,13 @@ func routing(t *testing.T, a, b *testHub) {
 }
 
 func TestRoutingEmbedded(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	routing(t, th, th)
 }
 
 func TestRoutingExternalNATSTwoNodes(t *testing.T) {
+	t.Parallel()
 	url := startExternalNATS(t)
 	a := startHub(t, Config{NATSURL: url, NodeName: "a"})
 	b := startHub(t, Config{NATSURL: url, NodeName: "b"})
@@ -116,6 +119,7 @@ func TestRoutingExternalNATSTwoNodes(t *testing.T) {
 }
 
 func TestStaleCloseKeepsNewerSession(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	old := dialAgent(t, th.wsURL(), tok, dev)
@@ -138,6 +142,7 @@ func TestStaleCloseKeepsNewerSession(t *testing.T) {
 }
 
 func TestPresenceSleeping(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{Heartbeat: 100 * time.Millisecond})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -159,6 +164,7 @@ func TestPresenceSleeping(t *testing.T) {
 }
 
 func TestSilentLossGoesOffline(t *testing.T) {
+	t.Parallel()
 	// 300 ms, not 100: with a 250 ms read deadline the healthy device's
 	// session was once dropped too on a machine starved by other builds.
 	th := startHub(t, Config{Heartbeat: 300 * time.Millisecond})
@@ -180,6 +186,7 @@ func TestSilentLossGoesOffline(t *testing.T) {
 }
 
 func TestStaleRecordFromDeadNodeReadsOffline(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -198,6 +205,7 @@ func TestStaleRecordFromDeadNodeReadsOffline(t *testing.T) {
 }
 
 func TestBadFrames(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{MaxFrame: 4096})
 	good, gtok := th.enroll("p1")
 	ga := dialAgent(t, th.wsURL(), gtok, good)
@@ -252,6 +260,7 @@ func TestBadFrames(t *testing.T) {
 }
 
 func TestUpgradeRefusals(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	good, gtok := th.enroll("p1")
 	ga := dialAgent(t, th.wsURL(), gtok, good)
@@ -310,6 +319,7 @@ func TestUpgradeRefusals(t *testing.T) {
 }
 
 func TestDeviceOfflineVersusExpired(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	res, status := th.command(dev, hubapi.CommandRequest{ID: "c-offline", ProjectID: "p1", Name: relay.CmdReadRoom})
@@ -343,6 +353,7 @@ func TestDeviceOfflineVersusExpired(t *testing.T) {
 }
 
 func TestRevoke(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -377,6 +388,7 @@ func TestRevoke(t *testing.T) {
 }
 
 func TestRestartKeepsState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	th := startHub(t, Config{DataDir: dir})
 	dev, tok := th.enroll("p1")
@@ -458,6 +470,7 @@ func hubGoroutines() []string {
 }
 
 func TestCodesAndStatusMap(t *testing.T) {
+	t.Parallel()
 	for _, c := range relay.Codes() {
 		s := StatusFor(&relay.Result{ID: "x", Error: relay.Errorf(c, "m")})
 		if s < 400 {
@@ -487,6 +500,7 @@ func TestCodesAndStatusMap(t *testing.T) {
 }
 
 func TestConcurrentSessionsOneSurvives(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	for round := range 5 {
@@ -526,6 +540,7 @@ func TestConcurrentSessionsOneSurvives(t *testing.T) {
 }
 
 func TestHelloTimeout(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{HelloTimeout: 200 * time.Millisecond})
 	good, gtok := th.enroll("p1")
 	ga := dialAgent(t, th.wsURL(), gtok, good)

@@ -13,6 +13,7 @@ import (
 // a value, an updated value, a deleted and a purged key and a key never
 // written, on a real bucket.
 func TestLeaderGetAgreesWithGet(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	kv, nc := th.st.proposals, th.nc
@@ -77,6 +78,7 @@ func (s staleReplica) Get(ctx context.Context, key string) (jetstream.KeyValueEn
 // confirms it) and a latest() read the leader's (OAuthBuckets.GrantsLatest): what makes a grant revoked
 // on one node refused on the others at once.
 func TestGetLatestReadsPastAStaleReplica(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	ck := th.st.proposals.(countingKV)

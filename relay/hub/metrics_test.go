@@ -126,6 +126,7 @@ func (th *testHub) waitMetric(name, labels string, want float64) {
 // real hub and checks the exact counts /metrics reports for each, and that
 // /metrics needs the admin token.
 func TestMetricsScrape(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 
@@ -225,6 +226,7 @@ func TestMetricsScrape(t *testing.T) {
 // comes back, nats_connected follows it, a KV read that failed meanwhile is
 // counted, and the reconnect is counted.
 func TestMetricsNATSReconnect(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true}
 	ns := startNATS(t, opts)
@@ -267,6 +269,7 @@ func startNATS(t *testing.T, opts *server.Options) *server.Server {
 // TestMetricsKVErrorsAreFailures: a bucket counts what failed, not what a
 // caller expects (a missing key, a lost compare-and-set, a caller gone).
 func TestMetricsKVErrorsAreFailures(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(&Hub{ready: make(chan struct{})})
 	var next error
 	kv := countingKV{KeyValue: failingKV{err: &next}, m: m, bucket: "rr_test"}
@@ -299,6 +302,7 @@ func TestMetricsKVErrorsAreFailures(t *testing.T) {
 
 // TestMetricsCloseCodeLabel: the code label keeps a closed set.
 func TestMetricsCloseCodeLabel(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[int]string{1000: "1000", 1001: "1001", 1006: "1006", 4003: "4003", 4009: "4009",
 		999: "other", 3000: "other", 4002: "other", 4999: "other"} {
 		if got := closeCodeLabel(code); got != want {

@@ -14,6 +14,7 @@ import (
 )
 
 func TestProposalWaitEndpoint(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -134,6 +135,7 @@ func TestProposalWaitEndpoint(t *testing.T) {
 }
 
 func TestParseWait(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{"": 0, "30s": 30 * time.Second, "30": 30 * time.Second, "1m": time.Minute, "0": 0} {
 		if got, err := parseWait(in); err != nil || got != want {
 			t.Errorf("parseWait(%q) = %s, %v; want %s", in, got, err, want)
@@ -147,6 +149,7 @@ func TestParseWait(t *testing.T) {
 }
 
 func TestEventsAndProposals(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)

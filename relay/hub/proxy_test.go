@@ -19,6 +19,7 @@ import (
 // from the right past trusted hops, and a malformed entry falls back to the
 // peer.
 func TestClientAddr(t *testing.T) {
+	t.Parallel()
 	h, err := New(Config{DataDir: t.TempDir(), AdminToken: testAdmin, TrustedProxies: []netip.Prefix{
 		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:1::/48")}})
 	if err != nil {
@@ -75,6 +76,7 @@ func clientVia(th *testHub, addr string) *hubclient.Client {
 // the count is in KV under A), a valid code forwarded for A is refused
 // while one forwarded for B enrolls.
 func TestEnrollLimitBehindTrustedProxy(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	ctx := context.Background()
 	const a, b = "198.51.100.1", "198.51.100.2"
@@ -128,6 +130,7 @@ func TestEnrollLimitBehindTrustedProxy(t *testing.T) {
 // proxy, X-Forwarded-For is ignored: varying it does not escape the limit,
 // which keys on the peer.
 func TestEnrollLimitIgnoresUntrustedXFF(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	ctx := context.Background()
 	for i := range 10 {
@@ -150,6 +153,7 @@ func TestEnrollLimitIgnoresUntrustedXFF(t *testing.T) {
 // not capped per address (every client behind it shares its address), but
 // the total cap still holds.
 func TestConnLimiterExemptsTrustedProxies(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		exempt    []netip.Prefix

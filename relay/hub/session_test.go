@@ -19,6 +19,7 @@ import (
 // a device's new session closes that device's older session (4009) and no
 // other; the by-device index is empty again once every socket is gone.
 func TestKickClosesOnlyTheDevicesOlderSessions(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	const n = 12
 	devs, toks := make([]string, n), make([]string, n)
@@ -129,6 +130,7 @@ func TestIdleSessionHasOneGoroutine(t *testing.T) {
 // session whose token check passed before it (the record read then was not
 // revoked yet), without reading the record again.
 func TestRevokeSeenWhileSettingUp(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	dev, tok := th.enroll("p1")
 	// Only the revoke message, not the record: the token check still passes,
@@ -162,6 +164,7 @@ func TestRevokeSeenWhileSettingUp(t *testing.T) {
 // record already says does not rewrite the device record; a changed hello
 // does.
 func TestReconnectWritesNoDeviceRecord(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, tok := th.enroll("p1")
@@ -210,6 +213,7 @@ func TestReconnectWritesNoDeviceRecord(t *testing.T) {
 // the watch is quick enough that this holds without the write-through
 // too; over a cluster it need not be.)
 func TestDirectoryChangesBackToBack(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, _ := th.enroll("p1")
@@ -235,6 +239,7 @@ func TestDirectoryChangesBackToBack(t *testing.T) {
 // TestDirectoryUnchangedWritesNothing: a hello repeating the device's rooms
 // writes no directory entry; a renamed room is written.
 func TestDirectoryUnchangedWritesNothing(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{})
 	ctx := context.Background()
 	dev, _ := th.enroll("p1")
@@ -281,6 +286,7 @@ func drainFrame(t *testing.T, a *fakeAgent) (*relay.Drain, int) {
 // of the spread and closes them at once, instead of waiting the spread and
 // the grace for a make-before-break that cannot happen.
 func TestLoneNodeDrainDoesNotWait(t *testing.T) {
+	t.Parallel()
 	th := startHub(t, Config{DrainSpread: 20 * time.Minute, DrainGrace: 30 * time.Minute})
 	dev, tok := th.enroll("p1")
 	a := dialAgent(t, th.wsURL(), tok, dev)
@@ -302,6 +308,7 @@ func TestLoneNodeDrainDoesNotWait(t *testing.T) {
 // frame asks for a move within the spread (no floor), and the node keeps
 // the session until the agent has moved (here: it leaves by itself).
 func TestDrainWithAPeerWaitsForTheMove(t *testing.T) {
+	t.Parallel()
 	url := startExternalNATS(t)
 	a := startHub(t, Config{NATSURL: url, NodeName: "a", DrainSpread: 200 * time.Millisecond, DrainGrace: time.Hour})
 	b := startHub(t, Config{NATSURL: url, NodeName: "b"})
@@ -336,6 +343,7 @@ func TestDrainWithAPeerWaitsForTheMove(t *testing.T) {
 // purged) must not undo it. CI's race run once lost a room this way
 // (TestDirectoryChangesBackToBack).
 func TestMirrorIgnoresEventsOlderThanItsOwnWrites(t *testing.T) {
+	t.Parallel()
 	m := newMirror()
 	key := roomKey("p1", "b", "dev-1")
 	m.written(key, 7) // this node put b at revision 7

@@ -144,7 +144,7 @@ func (d *demo) oauthFlow(ctx context.Context, hubURL, configDir, roomID string) 
 	redirect := "http://127.0.0.1:53682/callback" // the port the client opened; loopback ports are not matched
 	q := url.Values{"response_type": {"code"}, "client_id": {reg.ClientID}, "redirect_uri": {redirect}, "state": {"demo-state"},
 		"code_challenge": {base64.RawURLEncoding.EncodeToString(sum[:])}, "code_challenge_method": {"S256"},
-		"resource": {prm.Resource}, "scope": {"rooms:read"}}
+		"resource": {prm.Resource}, "scope": {hubapi.OAuthScopeRead}}
 	resp, page, err := f.do(http.MethodGet, asm.Auth+"?"+q.Encode(), "", nil, nil)
 	if err != nil {
 		return err

@@ -251,7 +251,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		f.log.Error("verify client token", "err", err)
-		http.Error(w, "the hub could not check the token; retry", http.StatusServiceUnavailable)
+		http.Error(w, "the hub could not check the token; retry", hubapi.Status(hubapi.CodeUnavailable))
 		return
 	}
 	scopes := []string{hubapi.OAuthScopeRead}

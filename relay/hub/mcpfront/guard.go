@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // Bounds of one POST to /mcp, checked before the go-sdk sees it: the SDK
@@ -73,7 +75,7 @@ func (f *Front) guard(next http.Handler) http.Handler {
 			if ok, wait := f.lim.allowN(id, counted); !ok {
 				secs := int((wait + time.Second - 1) / time.Second)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
-				rpcError(w, http.StatusTooManyRequests, -32000, fmt.Sprintf("rate_limited: this token sent more than %d messages a minute to this hub; retry in %ds (retry_after_seconds=%d)", f.cfg.TokenRate, secs, secs))
+				rpcError(w, relay.CodeRateLimited.HTTPStatus(), -32000, fmt.Sprintf("rate_limited: this token sent more than %d messages a minute to this hub; retry in %ds (retry_after_seconds=%d)", f.cfg.TokenRate, secs, secs))
 				return
 			}
 		}

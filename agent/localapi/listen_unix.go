@@ -104,12 +104,12 @@ func safeAncestors(dir string) error {
 			return fmt.Errorf("local api: %w", err)
 		default:
 			st, ok := fi.Sys().(*syscall.Stat_t)
-			if !ok || (int(st.Uid) != ownUID() && st.Uid != 0) {
+			if !ok || (int(st.Uid) != os.Getuid() && st.Uid != 0) {
 				uid := -1
 				if ok {
 					uid = int(st.Uid)
 				}
-				return fmt.Errorf("local api: %s, above the socket, belongs to uid %d, not to this user (uid %d) or root; refusing to put the socket below it", p, uid, ownUID())
+				return fmt.Errorf("local api: %s, above the socket, belongs to uid %d, not to this user (uid %d) or root; refusing to put the socket below it", p, uid, os.Getuid())
 			}
 			if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
 				return fmt.Errorf("local api: %s, above the socket, is writable by others (mode %04o, not sticky); refusing to put the socket below it", p, fi.Mode().Perm())
@@ -136,7 +136,7 @@ func privateDir(dir string) error {
 	switch {
 	case !fi.IsDir():
 		return fmt.Errorf("local api: %s is not a directory (a link or a file is never used for the socket)", dir)
-	case !ok || int(st.Uid) != ownUID():
+	case !ok || int(st.Uid) != os.Getuid():
 		return fmt.Errorf("local api: %s is owned by another user; refusing to put the socket there (remove it)", dir)
 	case fi.Mode().Perm()&0o077 != 0:
 		if err := os.Chmod(dir, 0o700); err != nil {
@@ -154,7 +154,7 @@ func ownedParent(dir string) error {
 		return fmt.Errorf("local api: runtime dir: %w", err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) != ownUID() || fi.Mode().Perm()&0o022 != 0 {
+	if !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("local api: runtime dir %s is not this user's alone (owner or mode %04o); refusing to put the socket there", dir, fi.Mode().Perm())
 	}
 	return nil
@@ -171,7 +171,7 @@ func clearStale(path string) error {
 		return fmt.Errorf("local api: %w", err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode().Type() != fs.ModeSocket || !ok || int(st.Uid) != ownUID() {
+	if fi.Mode().Type() != fs.ModeSocket || !ok || int(st.Uid) != os.Getuid() {
 		return fmt.Errorf("local api: %s exists and is not a socket of this user; refusing to replace it", path)
 	}
 	d := net.Dialer{Timeout: time.Second}
@@ -211,11 +211,12 @@ func PeerOf(c net.Conn) (Peer, error) {
 	if perr != nil {
 		return Peer{}, fmt.Errorf("local api: peer check: %w", perr)
 	}
-	p.Owner = p.UID == ownUID()
+	p.Owner = p.UID == os.Getuid()
 	return p, nil
 }
 
-// ownUID is this process's uid (a variable for tests).
+// ownUID is this process's uid as the client's checks see it (a variable
+// for tests; the server's own checks use os.Getuid).
 var ownUID = os.Getuid
 
 // notOwned says whose path is and that the client will not speak to it.
@@ -274,7 +275,7 @@ func dialEndpoint(ctx context.Context, e Endpoint) (net.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("local api: who answers on %s: %w", e.Path, err)
 	}
-	if !p.Owner {
+	if p.UID != ownUID() {
 		c.Close()
 		return nil, fmt.Errorf("%w: the process answering on %s (pid %d) runs as uid %d, not as you (uid %d); not speaking to it", ErrNotOwned, e.Path, p.PID, p.UID, ownUID())
 	}

@@ -9,8 +9,16 @@
 // JSON.stringify(array of those tool objects, in server order). The SDK
 // client's (parsed, normalised) view is counted too, for comparison only.
 //
+// The budgets are of what a model reads: a tool's name, description,
+// annotations and input schema. A tool's outputSchema (#28) is for the
+// client's validator of structuredContent; a client that hands MCP tools to
+// a model has no place to put it (a Messages API tool is name, description
+// and input_schema), so it is counted apart (output_schema_tokens), with no
+// budget, and the seed's 939 stays comparable with the seed's own tools.
+//
 // stdout: progress lines start with "tokens: "; the last line is
-//   {"seed_tools_tokens":N,"all_tools_tokens":M,"read_result_tokens":K|null}
+//   {"seed_tools_tokens":N,"all_tools_tokens":M,"read_result_tokens":K|null,
+//    "output_schema_tokens":O}
 // Exit 1 if seed_tools_tokens > 939 or read_result_tokens > 150, or on error.
 import { Tiktoken } from "js-tiktoken/lite";
 import cl100k_base from "js-tiktoken/ranks/cl100k_base";
@@ -153,11 +161,14 @@ async function sdkView(url, token, roomId) {
 function measure({ tools, readResult }) {
   const missing = SEED_TOOLS.filter((n) => !tools.some((t) => t.name === n));
   if (missing.length) fail(`tools/list lacks seed tools: ${missing.join(", ")}`);
-  const seed = tools.filter((t) => SEED_TOOLS.includes(t.name));
-  const perTool = Object.fromEntries(tools.map((t) => [t.name, count(JSON.stringify(t))]));
+  // What a model reads of each tool: everything but outputSchema.
+  const modelView = tools.map(({ outputSchema, ...rest }) => rest);
+  const seed = modelView.filter((t) => SEED_TOOLS.includes(t.name));
+  const perTool = Object.fromEntries(modelView.map((t) => [t.name, count(JSON.stringify(t))]));
   return {
     seed_tools_tokens: count(JSON.stringify(seed)),
-    all_tools_tokens: count(JSON.stringify(tools)),
+    all_tools_tokens: count(JSON.stringify(modelView)),
+    output_schema_tokens: count(JSON.stringify(tools.map((t) => t.outputSchema ?? null))),
     read_result_tokens: readResult === undefined ? null : count(JSON.stringify(readResult)),
     perTool,
   };
@@ -176,13 +187,14 @@ async function main() {
   const r = measure(raw);
   const s = measure(sdk);
   log(`per tool (raw): ${JSON.stringify(r.perTool)}`);
-  for (const k of ["seed_tools_tokens", "all_tools_tokens", "read_result_tokens"]) {
+  for (const k of ["seed_tools_tokens", "all_tools_tokens", "read_result_tokens", "output_schema_tokens"]) {
     if (r[k] !== s[k]) log(`note: ${k} differs: raw ${r[k]}, SDK view ${s[k]}; reporting raw`);
   }
   console.log(JSON.stringify({
     seed_tools_tokens: r.seed_tools_tokens,
     all_tools_tokens: r.all_tools_tokens,
     read_result_tokens: r.read_result_tokens,
+    output_schema_tokens: r.output_schema_tokens,
   }));
   const over = [];
   if (r.seed_tools_tokens > SEED_BUDGET) over.push(`seed_tools_tokens ${r.seed_tools_tokens} > ${SEED_BUDGET}`);

@@ -327,6 +327,19 @@ export class Provider extends EventEmitter {
         capabilities: { install: true, files: true, build_state: true, notifications: false, ...this.opts.capabilities },
       })) as HelloResult;
       this.hello = hello;
+      // The file was read before the dial: an agent that restarted binds
+      // its socket (the same path) before it rewrites localapi.json, so a
+      // dial in between reaches the new agent with the old file's pid and
+      // boot id. The agent answered hello, so its file is written now:
+      // read it again, so that endpoint names the agent that answered.
+      if (this.opts.socketPath === undefined) {
+        try {
+          const fresh = await discover(this.opts.discover);
+          if (fresh.path === this.endpoint?.path) this.endpoint = fresh;
+        } catch {
+          // Keep the endpoint dialled; the next dial reads the file again.
+        }
+      }
       this.backoff = 100;
       this.notify("rooms.changed", { rooms: this.rooms });
       this.emit("connected", hello);

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -86,32 +87,26 @@ func (s *session) handleEvent(ev *relay.Event) {
 	s.applyEvent(ev)
 }
 
-// evBucket is one token bucket of a session's event budget: eventRate a
-// minute, eventBurst at once. Guarded by the session's evMu.
-type evBucket struct {
-	tokens float64
-	last   time.Time
-}
+// evBucket is one bucket of a session's event budget: eventRate a minute,
+// eventBurst at once, on x/time/rate like every other bucket, made at the
+// first event (a session that sends none holds none). Guarded by the
+// session's evMu, which also orders take and wait.
+type evBucket struct{ l *rate.Limiter }
 
 // take takes one event from b at now.
 func (b *evBucket) take(now time.Time) bool {
-	if b.last.IsZero() {
-		b.tokens, b.last = eventBurst, now
+	if b.l == nil {
+		b.l = rate.NewLimiter(rate.Limit(eventRate/60.0), eventBurst)
 	}
-	if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(eventBurst, b.tokens+d.Minutes()*eventRate)
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return b.l.AllowN(now, 1)
 }
 
-// wait is how long until b holds one event again.
-func (b *evBucket) wait() time.Duration {
-	missing := 1 - b.tokens
+// wait is how long after now until b holds one event again.
+func (b *evBucket) wait(now time.Time) time.Duration {
+	if b.l == nil {
+		return time.Millisecond
+	}
+	missing := 1 - b.l.TokensAt(now)
 	return max(time.Duration(missing/eventRate*float64(time.Minute)), time.Millisecond)
 }
 
@@ -135,7 +130,7 @@ func (s *session) waitEvent() bool {
 			s.evMu.Unlock()
 			return true
 		}
-		wait := s.evBudget.wait()
+		wait := s.evBudget.wait(s.h.cfg.Now())
 		s.evMu.Unlock()
 		if s.closing.Load() {
 			return false
@@ -168,7 +163,7 @@ func (s *session) deferEvent(ev *relay.Event) bool {
 	s.h.metrics.event(ev.Event, evWaited)
 	if s.evTimer == nil {
 		s.log().Info("event rate exceeded; keeping the newest event of each kind for later", "event", ev.Event)
-		s.evTimer = time.AfterFunc(s.stBudget.wait(), s.applyWaiting)
+		s.evTimer = time.AfterFunc(s.stBudget.wait(s.h.cfg.Now()), s.applyWaiting)
 	}
 	return true
 }
@@ -184,7 +179,7 @@ func (s *session) retryEvent(ev *relay.Event, wait time.Duration) {
 	}
 	s.evWaiting = append(s.evWaiting, *ev)
 	if s.evTimer == nil { // a timer already armed tries it sooner
-		s.evTimer = time.AfterFunc(max(wait, s.stBudget.wait()), s.applyWaiting)
+		s.evTimer = time.AfterFunc(max(wait, s.stBudget.wait(s.h.cfg.Now())), s.applyWaiting)
 	}
 }
 
@@ -203,7 +198,7 @@ func (s *session) applyWaiting() {
 	if len(s.evWaiting) == 0 {
 		s.evWaiting = nil
 	} else if !s.evStopped {
-		s.evTimer = time.AfterFunc(s.stBudget.wait(), s.applyWaiting)
+		s.evTimer = time.AfterFunc(s.stBudget.wait(s.h.cfg.Now()), s.applyWaiting)
 	}
 	s.evMu.Unlock()
 	for i := range due {

@@ -42,19 +42,20 @@ import (
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
-// Token prefixes. The MCP front picks its verifier by prefix.
+// Token prefixes. The MCP front picks its verifier by prefix; the access
+// token's prefix is hubapi's, the one the front reads.
 const (
-	PrefixAccess  = "rro_"
+	PrefixAccess  = hubapi.PrefixOAuthAccess
 	PrefixRefresh = "rrf_"
 	PrefixCode    = "rrz_"
 	PrefixLogin   = "rrl_"
 	prefixSession = "rrs_"
 )
 
-// The scopes as MCP clients see them; write implies read.
+// The scopes as MCP clients see them (hubapi's); write implies read.
 const (
-	ScopeRead  = "rooms:read"
-	ScopeWrite = "rooms:write"
+	ScopeRead  = hubapi.OAuthScopeRead
+	ScopeWrite = hubapi.OAuthScopeWrite
 )
 
 // Paths the server answers.

@@ -18,7 +18,6 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
-	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestAuditVerifyComparesTheHubsAnchor: deleting the state dir once erased
@@ -120,22 +119,7 @@ func TestAnchorCoversTheLastCommand(t *testing.T) {
 	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
-	home := t.TempDir()
-	env := map[string]string{"ROOMRELAY_HOME": home}
-	dc := srv.enroll(t, env, "p1")
-	for _, args := range [][]string{
-		{"rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"},
-		{"enable", "p1", "--allow", "list_room_apps"},
-	} {
-		if code, _, errs := run(t, env, args...); code != ExitOK {
-			t.Fatalf("%v: %d %s", args, code, errs)
-		}
-	}
-	stop := startAgent(t, env)
-	eventually(t, "agent online", func() bool {
-		d, err := srv.Device(ctx, dc.DeviceID)
-		return err == nil && d.Presence.State == hubapi.StateOnline
-	})
+	home, env, dc, stop := srv.onlineDevice(t, "list_room_apps")
 	res := srv.Command(ctx, hub.Call{Device: dc.DeviceID, Project: "p1", Name: relay.CmdListRoomApps, Args: json.RawMessage(`{"room_id":"r1"}`)})
 	if !res.OK {
 		t.Fatalf("command: %+v", res.Error)

@@ -16,7 +16,6 @@ import (
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
-	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestLocalChurnKeepsTheDeviceOnline: a real agent and a real hub; policy
@@ -31,22 +30,7 @@ func TestLocalChurnKeepsTheDeviceOnline(t *testing.T) {
 	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
-	home := t.TempDir()
-	env := map[string]string{"ROOMRELAY_HOME": home}
-	dc := srv.enroll(t, env, "p1")
-	for _, args := range [][]string{
-		{"rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"},
-		{"enable", "p1", "--allow", "list_room_apps"},
-	} {
-		if code, _, errs := run(t, env, args...); code != ExitOK {
-			t.Fatalf("%v: %d %s", args, code, errs)
-		}
-	}
-	startAgent(t, env)
-	eventually(t, "agent online", func() bool {
-		d, err := srv.Device(ctx, dc.DeviceID)
-		return err == nil && d.Presence.State == hubapi.StateOnline
-	})
+	home, _, dc, _ := srv.onlineDevice(t, "list_room_apps")
 	c, _, err := localapi.Discover(ctx, filepath.Join(home, "config"))
 	if err != nil {
 		t.Fatal(err)

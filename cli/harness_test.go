@@ -12,6 +12,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/internal/testutil/testhub"
 	"github.com/roomrelay/roomrelay/relay/hub"
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // testHub is a real hub (embedded NATS) served on loopback for the CLI
@@ -52,4 +53,28 @@ func (h *testHub) enroll(t *testing.T, env map[string]string, project string) de
 		t.Fatalf("device config %s: %v", b, err)
 	}
 	return dc
+}
+
+// onlineDevice enrolls a device for project p1 with one room r1 (Standup),
+// enables p1 allowing allow, starts its agent and waits until the hub shows
+// it online: the setup the agent-and-hub tests share.
+func (h *testHub) onlineDevice(t *testing.T, allow string) (home string, env map[string]string, dc device.Config, stop func() string) {
+	t.Helper()
+	home = t.TempDir()
+	env = map[string]string{"ROOMRELAY_HOME": home}
+	dc = h.enroll(t, env, "p1")
+	for _, args := range [][]string{
+		{"rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"},
+		{"enable", "p1", "--allow", allow},
+	} {
+		if code, _, errs := run(t, env, args...); code != ExitOK {
+			t.Fatalf("%v: %d %s", args, code, errs)
+		}
+	}
+	stop = startAgent(t, env)
+	eventually(t, "agent online", func() bool {
+		d, err := h.Device(h.ctx, dc.DeviceID)
+		return err == nil && d.Presence.State == hubapi.StateOnline
+	})
+	return home, env, dc, stop
 }

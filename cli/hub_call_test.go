@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/roomrelay/roomrelay/examples"
-	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestSnippetArgsIntoHubCall: `snippet args DIR` builds a proposal's
@@ -20,22 +19,7 @@ func TestSnippetArgsIntoHubCall(t *testing.T) {
 	t.Parallel()
 	srv := startTestHub(t)
 	ctx := srv.ctx
-	home := t.TempDir()
-	env := map[string]string{"ROOMRELAY_HOME": home}
-	dc := srv.enroll(t, env, "p1")
-	for _, args := range [][]string{
-		{"rooms", "create", "--project", "p1", "--name", "Standup", "--id", "r1"},
-		{"enable", "p1", "--allow", "propose_room_snippet_app"},
-	} {
-		if code, _, errs := run(t, env, args...); code != ExitOK {
-			t.Fatalf("%v: %d %s", args, code, errs)
-		}
-	}
-	startAgent(t, env)
-	eventually(t, "agent online", func() bool {
-		d, err := srv.Device(ctx, dc.DeviceID)
-		return err == nil && d.Presence.State == hubapi.StateOnline
-	})
+	_, env, dc, _ := srv.onlineDevice(t, "propose_room_snippet_app")
 
 	// The snippet as a directory on disk.
 	dir := t.TempDir()

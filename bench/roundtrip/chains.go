@@ -26,6 +26,7 @@ import (
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hub"
 	"github.com/roomrelay/roomrelay/relay/hub/hubclient"
+	"github.com/roomrelay/roomrelay/relay/hub/mcpfront"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -64,7 +65,18 @@ func startHub(ctx context.Context, dir string, log *slog.Logger) (*hubEnv, error
 		stop()
 		return nil, err
 	}
-	e.srv = &http.Server{Handler: h.Handler()}
+	// The hub's API and its MCP front, as `roomrelay hub serve` mounts
+	// them (without OAuth: the MCP chain uses a client token). The front's
+	// per-token rate is far above what the bench sends.
+	front, err := mcpfront.New(mcpfront.Config{Hub: h, Logger: log, TokenRate: 100_000_000, TokenBurst: 1_000_000})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	front.Mount(mux)
+	mux.Handle("/", h.Handler())
+	e.srv = &http.Server{Handler: mux}
 	go e.srv.Serve(ln)
 	e.url = "http://" + ln.Addr().String()
 	e.admin = hubclient.New(e.url, tok)

@@ -28,7 +28,7 @@ func invalid(method string, why string, args ...any) *relay.Error {
 // ask calls method and maps the outcome: the app's error answers become
 // roomrelay's own texts (notFound for not_found); the app's message is
 // logged, never returned.
-func (a *App) ask(ctx context.Context, method string, params map[string]any, notFound func() error, out any) error {
+func (a *App) ask(ctx context.Context, method string, params request, notFound func() error, out any) error {
 	raw, err := a.s.call(ctx, method, params)
 	if err != nil {
 		if e, ok := asRPC(err); ok {
@@ -77,12 +77,8 @@ func roomNotFound(roomID string) func() error {
 // ReadRoom asks rooms.read. PendingProposals is left 0: roomrelay's store
 // counts them.
 func (a *App) ReadRoom(ctx context.Context, projectID, roomID string) (rooms.RoomSummary, error) {
-	var r struct {
-		ID       string `json:"id"`
-		Name     string `json:"name"`
-		AppCount int    `json:"app_count"`
-	}
-	if err := a.ask(ctx, MethodRoomsRead, map[string]any{"project": projectID, "room_id": roomID}, roomNotFound(roomID), &r); err != nil {
+	var r roomsReadResult
+	if err := a.ask(ctx, MethodRoomsRead, &roomRef{callParams{Project: projectID}, roomID}, roomNotFound(roomID), &r); err != nil {
 		return rooms.RoomSummary{}, err
 	}
 	if r.ID != roomID {
@@ -129,11 +125,8 @@ func (a *App) ListRoomApps(ctx context.Context, projectID, roomID string, limit 
 	if limit < rooms.MinListLimit || limit > rooms.MaxListLimit {
 		return rooms.AppPage{}, relay.Errorf(relay.CodeInvalidArgs, "limit %d is out of range: use %d to %d", limit, rooms.MinListLimit, rooms.MaxListLimit)
 	}
-	var r struct {
-		Apps       []wireApp `json:"apps"`
-		NextCursor string    `json:"next_cursor"`
-	}
-	params := map[string]any{"project": projectID, "room_id": roomID, "limit": limit, "cursor": cursor}
+	var r appsListResult
+	params := &appsListParams{roomRef{callParams{Project: projectID}, roomID}, limit, cursor}
 	if err := a.ask(ctx, MethodAppsList, params, roomNotFound(roomID), &r); err != nil {
 		return rooms.AppPage{}, err
 	}
@@ -165,21 +158,8 @@ func (a *App) ReadRoomAppStatus(ctx context.Context, projectID, roomID, instance
 // ("" when it gave none), for roomrelay to match its own build record
 // against; the hash is never part of the cloud's answer.
 func (a *App) AppStatus(ctx context.Context, projectID, roomID, instanceID string) (rooms.AppStatus, string, error) {
-	var r struct {
-		wireApp
-		Review struct {
-			State      string    `json:"state"`
-			ReviewedAt time.Time `json:"reviewed_at"`
-		} `json:"review"`
-		ContentHash string `json:"content_hash"`
-		Build       *struct {
-			State     string    `json:"state"`
-			Phase     string    `json:"phase"`
-			CheckedAt time.Time `json:"checked_at"`
-			Summary   string    `json:"summary"`
-		} `json:"build"`
-	}
-	params := map[string]any{"project": projectID, "room_id": roomID, "instance_id": instanceID}
+	var r appsStatusResult
+	params := &appRef{roomRef{callParams{Project: projectID}, roomID}, instanceID}
 	if err := a.ask(ctx, MethodAppsStatus, params, appNotFound(instanceID, roomID), &r); err != nil {
 		return rooms.AppStatus{}, "", err
 	}
@@ -220,11 +200,8 @@ func (a *App) AppFiles(ctx context.Context, projectID, roomID, instanceID string
 	if !caps.Files {
 		return nil, relay.Errorf(relay.CodeSandboxFailed, "the desktop app does not hand out files to smoke-run (no files capability)")
 	}
-	var r struct {
-		Files       map[string]string `json:"files"`
-		ContentHash string            `json:"content_hash"`
-	}
-	params := map[string]any{"project": projectID, "room_id": roomID, "instance_id": instanceID}
+	var r appsFilesResult
+	params := &appRef{roomRef{callParams{Project: projectID}, roomID}, instanceID}
 	if err := a.ask(ctx, MethodAppsFiles, params, appNotFound(instanceID, roomID), &r); err != nil {
 		return nil, err
 	}
@@ -251,8 +228,8 @@ func (a *App) SetBuildState(ctx context.Context, projectID, roomID, instanceID, 
 	// an app that never answers must not hold a request slot for ever.
 	ctx, cancel := context.WithTimeout(ctx, BuildStateTimeout)
 	defer cancel()
-	params := map[string]any{"project": projectID, "room_id": roomID, "instance_id": instanceID, "content_hash": contentHash,
-		"state": b.State, "phase": b.Phase, "summary": b.Summary, "checked_at": b.CheckedAt.UTC().Format(time.RFC3339Nano)}
+	params := &setBuildStateParams{appRef: appRef{roomRef{callParams{Project: projectID}, roomID}, instanceID}, ContentHash: contentHash,
+		State: b.State, Phase: b.Phase, Summary: b.Summary, CheckedAt: b.CheckedAt.UTC().Format(time.RFC3339Nano)}
 	return a.ask(ctx, MethodSetBuildState, params, appNotFound(instanceID, roomID), nil)
 }
 
@@ -286,13 +263,13 @@ func (a *App) Install(ctx context.Context, in Install) error {
 	if !caps.Install {
 		return fmt.Errorf("the desktop app does not install apps (no install capability)")
 	}
-	params := map[string]any{"project": in.Project, "room_id": in.RoomID, "proposal_id": in.ProposalID,
-		"instance_id": in.InstanceID, "name": in.Name, "kind": string(in.Kind), "content_hash": in.ContentHash,
-		"approved_at": in.ApprovedAt.UTC().Format(time.RFC3339Nano)}
+	params := &appsInstallParams{roomRef: roomRef{callParams{Project: in.Project}, in.RoomID}, ProposalID: in.ProposalID,
+		InstanceID: in.InstanceID, Name: in.Name, Kind: string(in.Kind), ContentHash: in.ContentHash,
+		ApprovedAt: in.ApprovedAt.UTC().Format(time.RFC3339Nano)}
 	if in.Kind == rooms.SourceSnippet {
-		params["files"] = in.Files
+		params.Files = in.Files
 	} else {
-		params["repository_id"], params["version_id"] = in.RepositoryID, in.VersionID
+		params.RepositoryID, params.VersionID = &in.RepositoryID, &in.VersionID
 	}
 	raw, err := a.s.call(ctx, MethodAppsInstall, params)
 	if e, ok := asRPC(err); ok {
@@ -304,9 +281,7 @@ func (a *App) Install(ctx context.Context, in Install) error {
 	if err != nil {
 		return err
 	}
-	var r struct {
-		InstanceID string `json:"instance_id"`
-	}
+	var r appsInstallResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return invalid(MethodAppsInstall, "not the documented shape")
 	}

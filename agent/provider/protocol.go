@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -143,4 +144,111 @@ func checkDirectory(in []Room) (out []Room, dropped int) {
 		out = append(out, Room{ID: r.ID, Project: r.Project, Name: relay.CleanLine(r.Name, relay.MaxRoomNameBytes)})
 	}
 	return out, dropped
+}
+
+// The params roomrelay sends and the results it reads, one type per
+// method: docs/provider-protocol.schema.json is checked against them field
+// by field, nested objects included (TestSchemaMatchesGoTypes), so the
+// document cannot drift from what roomrelay speaks. A new method is a
+// Method constant and its types here, its call in calls.go, its row in
+// schema_test.go's wireTypes and its $defs entry in the schema.
+
+// request is the params of a call roomrelay makes; call sets the deadline.
+type request interface{ setDeadline(unixMilli int64) }
+
+// callParams is what every request roomrelay sends carries.
+type callParams struct {
+	// DeadlineMS is the caller's context deadline; every call roomrelay
+	// makes has one (e2e checks real calls carry it).
+	DeadlineMS int64  `json:"deadline_ms,omitempty"`
+	Project    string `json:"project"`
+}
+
+func (p *callParams) setDeadline(ms int64) { p.DeadlineMS = ms }
+
+// roomRef is the params of rooms.read, and what names a room in the others.
+type roomRef struct {
+	callParams
+	RoomID string `json:"room_id"`
+}
+
+// appRef is the params of apps.status and apps.files.
+type appRef struct {
+	roomRef
+	InstanceID string `json:"instance_id"`
+}
+
+type appsListParams struct {
+	roomRef
+	Limit  int    `json:"limit"`
+	Cursor string `json:"cursor"`
+}
+
+// appsInstallParams carries files for a snippet, repository_id and
+// version_id for a repo.
+type appsInstallParams struct {
+	roomRef
+	ProposalID   string            `json:"proposal_id"`
+	InstanceID   string            `json:"instance_id"`
+	Name         string            `json:"name"`
+	Kind         string            `json:"kind"`
+	Files        map[string]string `json:"files,omitempty"`
+	RepositoryID *string           `json:"repository_id,omitempty"`
+	VersionID    *string           `json:"version_id,omitempty"`
+	ContentHash  string            `json:"content_hash"`
+	ApprovedAt   string            `json:"approved_at"`
+}
+
+type setBuildStateParams struct {
+	appRef
+	ContentHash string `json:"content_hash"`
+	State       string `json:"state"`
+	Phase       string `json:"phase"`
+	Summary     string `json:"summary"`
+	CheckedAt   string `json:"checked_at"`
+}
+
+// cancelParams is the $/cancelRequest notification roomrelay sends.
+type cancelParams struct {
+	ID string `json:"id"`
+}
+
+type roomsReadResult struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	AppCount int    `json:"app_count"`
+}
+
+type appsListResult struct {
+	Apps       []wireApp `json:"apps"`
+	NextCursor string    `json:"next_cursor"`
+}
+
+type appsStatusResult struct {
+	wireApp
+	Review struct {
+		State      string    `json:"state"`
+		ReviewedAt time.Time `json:"reviewed_at"`
+	} `json:"review"`
+	ContentHash string `json:"content_hash"`
+	Build       *struct {
+		State     string    `json:"state"`
+		Phase     string    `json:"phase"`
+		CheckedAt time.Time `json:"checked_at"`
+		Summary   string    `json:"summary"`
+	} `json:"build"`
+}
+
+type appsFilesResult struct {
+	Files       map[string]string `json:"files"`
+	ContentHash string            `json:"content_hash"`
+}
+
+type appsInstallResult struct {
+	InstanceID string `json:"instance_id"`
+}
+
+// roomsChangedParams is the rooms.changed notification roomrelay reads.
+type roomsChangedParams struct {
+	Rooms []Room `json:"rooms"`
 }

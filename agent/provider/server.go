@@ -319,7 +319,7 @@ type reply struct {
 
 // call sends method with params to the current app and waits for the
 // answer, ctx's end, or the connection's end (app_not_running at once).
-func (s *Server) call(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
+func (s *Server) call(ctx context.Context, method string, params request) (json.RawMessage, error) {
 	ss := s.current()
 	if ss == nil {
 		return nil, notRunning("no app is connected")
@@ -334,14 +334,14 @@ func (s *Server) call(ctx context.Context, method string, params map[string]any)
 	}
 	id := "rr-" + strconv.FormatUint(s.seq.Add(1), 10)
 	if dl, ok := ctx.Deadline(); ok {
-		params["deadline_ms"] = dl.UnixMilli()
+		params.setDeadline(dl.UnixMilli())
 	}
 	ch := make(chan reply, 1)
 	if !ss.addPending(id, ch) {
 		return nil, ss.failure()
 	}
 	defer ss.removePending(id)
-	raw, _ := json.Marshal(params) // maps of strings, ints and files: cannot fail
+	raw, _ := json.Marshal(params) // strings, ints and files: cannot fail
 	idRaw, _ := json.Marshal(id)
 	if err := ss.write(&message{JSONRPC: "2.0", ID: idRaw, Method: method, Params: raw}); err != nil {
 		ss.close(websocket.CloseAbnormalClosure, "", notRunning("the connection to the desktop app failed"))
@@ -356,7 +356,7 @@ func (s *Server) call(ctx context.Context, method string, params map[string]any)
 	case <-ss.done:
 		return nil, ss.failure()
 	case <-ctx.Done():
-		cancel, _ := json.Marshal(map[string]string{"id": id})
+		cancel, _ := json.Marshal(cancelParams{ID: id})
 		_ = ss.write(&message{JSONRPC: "2.0", Method: MethodCancel, Params: cancel})
 		return nil, s.ended(ctx, method, false)
 	}

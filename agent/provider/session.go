@@ -167,9 +167,7 @@ func (ss *session) handle(data []byte) bool {
 			ch <- reply{result: m.Result, err: m.Error}
 		}
 	case m.Method == MethodRoomsChanged && len(m.ID) == 0:
-		var p struct {
-			Rooms []Room `json:"rooms"`
-		}
+		var p roomsChangedParams
 		if err := json.Unmarshal(m.Params, &p); err != nil {
 			ss.srv.log.Warn("the provider's rooms.changed is not a directory; ignored", "err", err)
 			return true

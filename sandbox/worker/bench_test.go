@@ -84,7 +84,7 @@ func BenchmarkSmokeRunInProcess(b *testing.B) {
 	for _, n := range names {
 		b.Run(n, func(b *testing.B) {
 			for b.Loop() {
-				res, _ := smokeFiles(corpus[n], func(b *Bundle) (*sandbox.Result, bool) { return runBundle(lib, b, testLimits) })
+				res, _ := smokeFiles(corpus[n], Build, func(b *Bundle) (*sandbox.Result, bool) { return runBundle(lib, b, testLimits) })
 				if !res.OK {
 					b.Fatal(res.Summary())
 				}

@@ -76,6 +76,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	results := make(chan runResult)
 	go runner(lib, lim, bundles, results)
 	defer close(bundles)
+	var cache bundleCache
 	exec := func(b *Bundle) (*sandbox.Result, bool) {
 		bundles <- b
 		o := <-results
@@ -92,7 +93,7 @@ func Main(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 		// The parent kills a worker stuck in a Go built-in; this is the
 		// backstop for when the parent is gone.
 		backstop := time.AfterFunc(timeout+3*grace, func() { os.Exit(3) })
-		res, recycle := smokeFiles(req.Files, exec)
+		res, recycle := smokeFiles(req.Files, cache.build, exec)
 		backstop.Stop()
 		resp := sandbox.WorkerResponse{ID: req.ID, Result: res, Recycle: recycle, RSSBytes: currentRSS()}
 		if err := enc.Encode(resp); err != nil {
@@ -105,10 +106,11 @@ func Main(ctx context.Context, stdin io.Reader, stdout io.Writer) int {
 	return 0
 }
 
-// smokeFiles builds files and smoke-runs the bundle with exec.
-func smokeFiles(files map[string]string, exec func(*Bundle) (*sandbox.Result, bool)) (*sandbox.Result, bool) {
+// smokeFiles builds files with build (Build, or a worker's bundleCache)
+// and smoke-runs the bundle with exec.
+func smokeFiles(files map[string]string, build func(map[string]string) (*Bundle, error), exec func(*Bundle) (*sandbox.Result, bool)) (*sandbox.Result, bool) {
 	start := time.Now()
-	b, err := Build(files)
+	b, err := build(files)
 	if err != nil {
 		res := &sandbox.Result{Phase: sandbox.PhaseBuild, Error: &sandbox.ErrorInfo{Message: err.Error()}}
 		var be *BuildError

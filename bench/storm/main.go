@@ -6,7 +6,10 @@
 // obeyed and the agent's full-jitter backoff; not full agents: no policy,
 // store or audit log), then the hub killed with SIGKILL and restarted on the
 // same data dir and port, then the same with a graceful restart (SIGTERM:
-// the hub drains). It reports hub memory per idle agent at the -mem counts,
+// the hub drains). Before the clients connect the hub is restarted once
+// with every device enrolled and none connected: its ready time and Go heap
+// over the empty hub's give the start's cost and the memory per enrolled
+// device. It reports hub memory per idle agent at the -mem counts,
 // and per restart the time until each client is online again (its next
 // welcome) as p50/p95/max, how many gave up (must be 0), how many dials a
 // hub answered 503 (the old one draining or the new one starting), how wide
@@ -56,6 +59,7 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	asJSON := flag.Bool("json", false, "print the report as JSON")
 	keep := flag.Bool("keep", false, "keep the work directory (hub log, data dir)")
+	flag.StringVar(&hubLogLevel, "log-level", "warn", "the hub's --log-level (info or debug time its start in the kept hub log: -keep)")
 	flag.StringVar(&hubBin, "bin", "", "run this prebuilt roomrelay (full build) as the hub instead of building cmd/roomrelay: an earlier commit's, or to skip a build that takes minutes on a loaded machine")
 	flag.Parse()
 	modes, err := parseModes(*restart)
@@ -122,16 +126,36 @@ func parseMarks(s string, n int) ([]int, error) {
 // hubBin is -bin: a prebuilt hub binary, or "" to build one.
 var hubBin string
 
+// hubLogLevel is -log-level, the hub's.
+var hubLogLevel string
+
 // Report is what a run measured (the -json output).
 type Report struct {
-	Agents       int          `json:"agents"`
-	Clients      string       `json:"clients"`
-	HubHeartbeat string       `json:"hub_heartbeat"`
-	NofileLimit  uint64       `json:"rlimit_nofile"`
-	CPUs         int          `json:"cpus"`
-	EnrollSecs   float64      `json:"enroll_seconds"`
-	Memory       []MemPoint   `json:"memory"`
-	Storms       []StormPoint `json:"storms"`
+	Agents       int     `json:"agents"`
+	Clients      string  `json:"clients"`
+	HubHeartbeat string  `json:"hub_heartbeat"`
+	NofileLimit  uint64  `json:"rlimit_nofile"`
+	CPUs         int     `json:"cpus"`
+	EnrollSecs   float64 `json:"enroll_seconds"`
+	// Enrolled is the hub restarted (SIGTERM, nothing connected) with every
+	// device enrolled: its start and what the enrolled devices cost it.
+	Enrolled EnrolledPoint `json:"enrolled"`
+	Memory   []MemPoint    `json:"memory"`
+	Storms   []StormPoint  `json:"storms"`
+}
+
+// EnrolledPoint is a hub with Devices enrolled and none connected, after a
+// restart (so nothing the enrollments left behind is counted), beside the
+// same hub empty (before any enrollment).
+type EnrolledPoint struct {
+	Devices        int     `json:"devices"`
+	EmptyRSSKiB    int64   `json:"empty_rss_kib"`
+	EmptyHeapBytes int64   `json:"empty_heap_inuse_bytes"`
+	RSSKiB         int64   `json:"rss_kib"`
+	HeapBytes      int64   `json:"heap_inuse_bytes"`
+	PerDeviceHeapB float64 `json:"per_device_heap_bytes"`
+	PerDeviceRSSB  float64 `json:"per_device_rss_bytes"`
+	ReadyMS        int64   `json:"ready_ms"` // from the new process's start to /v1/readyz 200
 }
 
 // MemPoint is the hub's memory with Connected idle agents.
@@ -214,7 +238,7 @@ func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time
 		return nil, err
 	}
 	b.hubArgs = []string{"hub", "--listen", b.addr, "--data-dir", filepath.Join(dir, "hub"), "--admin-token-file", tokFile,
-		"--heartbeat", heartbeat.String(), "--node", "storm", "--log-level", "warn"}
+		"--heartbeat", heartbeat.String(), "--node", "storm", "--log-level", hubLogLevel}
 	if err := b.startHub(ctx); err != nil {
 		return nil, b.withLog(err)
 	}
@@ -228,6 +252,7 @@ func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time
 		}
 	}()
 
+	ep := EnrolledPoint{Devices: n, EmptyRSSKiB: b.settledRSS(ctx), EmptyHeapBytes: heapBytes(b.url, adminToken)}
 	logf("enrolling %d devices over the HTTP API", n)
 	t0 := time.Now()
 	if err := b.enroll(ctx, n); err != nil {
@@ -235,10 +260,24 @@ func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time
 	}
 	rep.EnrollSecs = time.Since(t0).Seconds()
 
+	// A restart with every device enrolled and none connected: the start's
+	// cost and the memory the enrolled devices hold.
+	logf("restarting the hub with %d devices enrolled, none connected", n)
+	b.hub.signal(syscall.SIGTERM, 2*time.Minute)
+	t1 := time.Now()
+	if err := b.startHub(ctx); err != nil {
+		return rep, b.withLog(err)
+	}
+	ep.ReadyMS = time.Since(t1).Milliseconds()
+	ep.RSSKiB, ep.HeapBytes = b.settledRSS(ctx), heapBytes(b.url, adminToken)
+	ep.PerDeviceRSSB = float64(ep.RSSKiB-ep.EmptyRSSKiB) * 1024 / float64(n)
+	ep.PerDeviceHeapB = float64(ep.HeapBytes-ep.EmptyHeapBytes) / float64(n)
+	rep.Enrolled = ep
+	logf("restarted with %d enrolled: ready in %d ms, heap %.1f MiB (%.0f B per device over the empty hub)", n, ep.ReadyMS, float64(ep.HeapBytes)/(1<<20), ep.PerDeviceHeapB)
+
 	// Memory: the baseline with every device enrolled and none connected,
 	// then with each mark of idle agents connected.
-	base := b.settledRSS(ctx)
-	baseHeap := heapBytes(b.url, adminToken)
+	base, baseHeap := ep.RSSKiB, ep.HeapBytes
 	rep.Memory = append(rep.Memory, MemPoint{Connected: 0, RSSKiB: base, HeapBytes: baseHeap})
 	cctx, cancelClients := context.WithCancel(context.Background())
 	b.cancelClients = cancelClients
@@ -456,6 +495,9 @@ func (b *bench) storm(ctx context.Context, mode string) (StormPoint, error) {
 func (r *Report) print() {
 	fmt.Printf("\nroomrelay reconnect storm: %d %s\n", r.Agents, r.Clients)
 	fmt.Printf("hub heartbeat %s, RLIMIT_NOFILE %d, %d CPUs, enrollment of %d devices %.1fs\n\n", r.HubHeartbeat, r.NofileLimit, r.CPUs, r.Agents, r.EnrollSecs)
+	e := r.Enrolled
+	fmt.Printf("hub restarted with %d devices enrolled and none connected: ready in %s; heap %.1f MiB (empty hub %.1f MiB): %.0f B per enrolled device; RSS %.0f B per device\n\n",
+		e.Devices, ms(e.ReadyMS), float64(e.HeapBytes)/(1<<20), float64(e.EmptyHeapBytes)/(1<<20), e.PerDeviceHeapB, e.PerDeviceRSSB)
 	fmt.Println("| connected idle agents | hub RSS | per agent (over 0) | Go heap in use | per agent (heap) |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, m := range r.Memory {

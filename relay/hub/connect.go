@@ -81,6 +81,7 @@ func (h *Hub) authAgent(ctx context.Context, r *http.Request) (*deviceRec, uint6
 		return d, rev, nil
 	}
 	h.metrics.connectRead("bucket")
+	gen := h.devMirror.generation()
 	d, rev, err := getJSON[deviceRec](ctx, h.st.devices, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, errBadToken
@@ -88,6 +89,7 @@ func (h *Hub) authAgent(ctx context.Context, r *http.Request) (*deviceRec, uint6
 	if err != nil {
 		return nil, 0, fmt.Errorf("look up device: %w", err)
 	}
+	h.devMirror.fill(cloneDevice(d), rev, gen) // the next connect reads memory
 	if d.Revoked {
 		return nil, 0, errRevokedToken
 	}
@@ -114,9 +116,10 @@ func (h *Hub) recordHello(ctx context.Context, d *deviceRec, rev uint64, hello *
 	if !moved && !d.LastSeen.IsZero() && next.AgentVersion == d.AgentVersion && next.OS == d.OS && samePolicy(next.Policy, d.Policy) {
 		return d, nil
 	}
+	gen := h.devMirror.generation()
 	nrev, err := h.st.devices.Update(ctx, d.ID, mustJSON(&next), rev)
 	if err == nil {
-		h.devMirror.put(cloneDevice(&next), nrev)
+		h.devMirror.fill(cloneDevice(&next), nrev, gen)
 		return &next, nil
 	}
 	if !isRevMismatch(err) {

@@ -3,24 +3,34 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// deviceMirror is this node's copy of rr_devices, kept by a KV watch
-// (followDevices, started over after a NATS reconnect: watch.go), so an agent's connect reads its device record from memory:
-// in a reconnect storm the record read and its JSON decoding were a sixth
-// of the hub's CPU per connect, and a read per connect on the bucket's
-// leader.
+// deviceMirror is this node's cache of rr_devices records, so an agent's
+// connect usually reads its device record from memory: in a reconnect
+// storm the record read and its JSON decoding were a sixth of the hub's
+// CPU per connect, and a read per connect on the bucket's leader.
+//
+// It is filled on demand, not loaded whole: it holds the devices whose
+// record this node read at a connect or wrote, and every record changed
+// since its watch began (followDevices watches updates only). A start, or
+// a new watch after a NATS reconnect, therefore costs nothing per enrolled
+// device, and a device never seen here costs no memory; the first connect
+// of each device after a start reads the bucket once.
 //
 // The mirror is an optimisation, never the authority on access:
-//   - a device it does not hold (enrolled a moment ago, past the bound, or
-//     before the initial values arrived) is read from the bucket;
-//   - while a watch loads its initial values, and once a watch ends, the
-//     mirror is empty and every connect reads the bucket, as before;
+//   - a device it does not hold is read from the bucket (and kept);
+//   - once a watch ends the mirror is empty and every connect reads the
+//     bucket, as before; a new watch starts from an empty mirror, and the
+//     devices with a session here are read again (a revoke missed while
+//     cut off from NATS closes their sessions then);
+//   - a record read from the bucket is kept only if no newer revision is
+//     held and no watch began since the read (gen), so a read that raced a
+//     change the watch already delivered cannot put an older record back;
 //   - a revoke reaches it twice: the revoke message marks the entry revoked
 //     (and refuses sessions still setting up, as before), so a stalled watch
 //     cannot let the device back in; the watch delivers the revoked record,
@@ -32,10 +42,10 @@ import (
 // replaces it, so this node's own write (recordHello writes through) is not
 // undone by the watch delivering an older one.
 type deviceMirror struct {
-	mu     sync.RWMutex
-	live   bool          // the watch delivered its initial values and has not ended
-	liveCh chan struct{} // closed the first time live is set
-	recs   map[string]mirroredDevice
+	mu   sync.RWMutex
+	live bool   // a watch follows the bucket
+	gen  uint64 // counts clears: a bucket read begun before one is not kept
+	recs map[string]mirroredDevice
 }
 
 type mirroredDevice struct {
@@ -45,24 +55,28 @@ type mirroredDevice struct {
 
 // maxMirroredDevices bounds the mirror (~0.5 KB a device:
 // BenchmarkDeviceMirrorMemory); devices past it are read from the bucket at
-// connect.
+// every connect.
 const maxMirroredDevices = 1 << 18
 
 func newDeviceMirror() *deviceMirror {
-	return &deviceMirror{recs: map[string]mirroredDevice{}, liveCh: make(chan struct{})}
+	return &deviceMirror{recs: map[string]mirroredDevice{}, gen: 1}
 }
 
-// mirrorWait bounds how long Run waits for the mirror before it is ready.
-const mirrorWait = 3 * time.Second
+// generation is taken before a bucket read whose record fill may keep.
+func (m *deviceMirror) generation() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.gen
+}
 
-// waitLive waits until the initial values are in, ctx ends or d passes.
-func (m *deviceMirror) waitLive(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-m.liveCh:
-	case <-ctx.Done():
-	case <-t.C:
+// fill keeps a record read from (or written to) the bucket at rev, unless
+// the mirror was cleared since gen was taken (a watch began or ended: the
+// record may predate a change no watch delivered) or no watch follows it.
+func (m *deviceMirror) fill(rec *deviceRec, rev, gen uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live && m.gen == gen {
+		m.putLocked(rec, rev)
 	}
 }
 
@@ -92,12 +106,16 @@ func cloneDevice(d *deviceRec) *deviceRec {
 	return &c
 }
 
-// put stores rec at rev unless the mirror holds a newer revision. It
-// reports whether the stored record went from not revoked (or absent) to
-// revoked.
+// put stores rec at rev unless the mirror holds a newer revision (the
+// watch's deliveries). It reports whether the stored record went from not
+// revoked (or absent) to revoked.
 func (m *deviceMirror) put(rec *deviceRec, rev uint64) (revoked bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.putLocked(rec, rev)
+}
+
+func (m *deviceMirror) putLocked(rec *deviceRec, rev uint64) (revoked bool) {
 	old, ok := m.recs[rec.ID]
 	if ok && old.rev >= rev {
 		return false
@@ -151,28 +169,34 @@ func (m *deviceMirror) len() int {
 	return len(m.recs)
 }
 
+// setLive says whether a watch follows the bucket. Each change empties the
+// mirror and starts a generation: what was held may miss changes no watch
+// delivered.
 func (m *deviceMirror) setLive(live bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if live && !m.live {
-		select {
-		case <-m.liveCh:
-		default:
-			close(m.liveCh)
-		}
-	}
 	m.live = live
-	if !live {
-		m.recs = map[string]mirroredDevice{}
-	}
+	m.gen++
+	m.recs = map[string]mirroredDevice{}
 }
 
-// followDevices keeps h.devMirror in step with one watch of rr_devices (a
-// follower for rewatch). A new watch empties the mirror first: until its
-// initial values are in, connects read the bucket.
-func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, _ bool) bool {
-	h.devMirror.setLive(false)
-	initial := true
+// followDevices keeps h.devMirror in step with one watch of rr_devices'
+// updates (a follower for rewatch; the watch delivers no initial values,
+// so it is live at once). After a NATS reconnect (not first) the devices
+// with a session here are read again: a revoke written while this node
+// was cut off is in no update the new watch delivers.
+func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, first bool) bool {
+	h.devMirror.setLive(true)
+	var recheck sync.WaitGroup
+	defer recheck.Wait()
+	if first {
+		h.metrics.copyLoaded(bucketDevices)
+	} else {
+		recheck.Go(func() {
+			h.recheckLocalDevices(ctx)
+			h.metrics.copyLoaded(bucketDevices)
+		})
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -186,11 +210,8 @@ func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher, reconne
 				h.devMirror.setLive(false)
 				return false
 			}
-			if e == nil { // the initial values are in
-				initial = false
-				h.devMirror.setLive(true)
-				h.metrics.copyLoaded(bucketDevices)
-				continue
+			if e == nil {
+				continue // no initial values with UpdatesOnly; kept for safety
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				h.devMirror.remove(e.Key(), e.Revision())
@@ -202,13 +223,55 @@ func (h *Hub) followDevices(ctx context.Context, w jetstream.KeyWatcher, reconne
 				h.devMirror.remove(e.Key(), e.Revision()+1)
 				continue
 			}
-			// A revoked record closes the device's sessions here. In a
-			// watch's initial values only a device with a session here is
-			// looked at: at start there is none, and after a reconnect
-			// every revoked device ever would otherwise be noted again.
-			if h.devMirror.put(rec, e.Revision()) && (!initial || len(h.localSessions(rec.ID)) > 0) {
+			// A revoked record closes the device's sessions here.
+			if h.devMirror.put(rec, e.Revision()) {
 				h.closeRevoked(rec.ID)
 			}
 		}
 	}
+}
+
+// recheckWorkers bounds the reads of recheckLocalDevices in flight.
+const recheckWorkers = 8
+
+// recheckLocalDevices reads the record of each device with a session here
+// into the mirror, and closes the sessions of a device found revoked.
+func (h *Hub) recheckLocalDevices(ctx context.Context) {
+	h.mu.Lock()
+	devs := make([]string, 0, len(h.byDev))
+	for d := range h.byDev {
+		devs = append(devs, d)
+	}
+	h.mu.Unlock()
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(recheckWorkers, len(devs)) {
+		wg.Go(func() {
+			for id := range work {
+				gen := h.devMirror.generation()
+				rctx, cancel := context.WithTimeout(ctx, opTimeout)
+				d, rev, err := getJSON[deviceRec](rctx, h.st.devices, id)
+				cancel()
+				switch {
+				case errors.Is(err, jetstream.ErrKeyNotFound):
+					// Gone from the bucket: its next connect is refused.
+				case err != nil:
+					h.log.Warn("read a connected device's record after a NATS reconnect", "device", id, "err", err)
+				case d.Revoked:
+					h.devMirror.put(d, rev)
+					h.closeRevoked(id)
+				default:
+					h.devMirror.fill(d, rev, gen)
+				}
+			}
+		})
+	}
+	for _, d := range devs {
+		select {
+		case work <- d:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
 }

@@ -48,10 +48,12 @@ func TestConnectReadsTheDeviceMirror(t *testing.T) {
 	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 1, "source=mirror": 1})
 }
 
-// TestRestartedHubReadsTheMirror: a restarted hub is ready only once its
-// mirror holds the enrolled devices, so the fleet's reconnect reads no
-// device record from the bucket.
-func TestRestartedHubReadsTheMirror(t *testing.T) {
+// TestRestartedHubLoadsDevicesOnDemand: a restarted hub is ready without
+// reading the enrolled devices (its start costs nothing per device: #30.2;
+// it used to be ready only once its mirror held them all), answers a
+// device it has not loaded yet from the bucket, and keeps what it read, so
+// the device's next connect reads memory.
+func TestRestartedHubLoadsDevicesOnDemand(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	first := startHub(t, Config{DataDir: dir})
@@ -59,13 +61,21 @@ func TestRestartedHubReadsTheMirror(t *testing.T) {
 	first.stop()
 
 	th := startHub(t, Config{DataDir: dir})
-	if n := th.devMirror.len(); n != 1 {
-		t.Fatalf("ready with %d devices in the mirror, want 1", n)
+	if n := th.devMirror.len(); n != 0 {
+		t.Fatalf("ready with %d devices loaded, want 0 (loaded on demand)", n)
 	}
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
 	th.waitState(dev, hubapi.StateOnline)
-	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 0, "source=mirror": 1})
+	th.roundTrip(dev)
+	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 1, "source=mirror": 0})
+	a.conn.Close()
+	th.waitState(dev, hubapi.StateOffline)
+
+	b := dialAgent(t, th.wsURL(), tok, dev)
+	b.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+	wantSeries(t, th.scrape(), connectReads, map[string]float64{"source=bucket": 1, "source=mirror": 1})
 }
 
 // TestDeviceWatchClosesRevokedSessions: a revoke whose message never
@@ -273,9 +283,10 @@ func TestDeviceMirrorOrder(t *testing.T) {
 	}
 	m.put(rec("linux", false), 5)
 	if _, _, ok := m.get("d1"); ok {
-		t.Fatal("a mirror whose initial values are not in answered")
+		t.Fatal("a mirror no watch follows answered")
 	}
 	m.setLive(true)
+	m.put(rec("linux", false), 5)
 	m.put(rec("older", false), 3)
 	d, rev, ok := m.get("d1")
 	if !ok || rev != 5 || d.OS != "linux" {
@@ -310,6 +321,40 @@ func TestDeviceMirrorOrder(t *testing.T) {
 	m.setLive(false)
 	if _, _, ok := m.get("d1"); ok || m.len() != 0 {
 		t.Fatal("a mirror whose watch ended still answers")
+	}
+}
+
+// TestDeviceMirrorFill: a record read from the bucket is kept only when it
+// is newer than what the watch delivered and no watch began or ended since
+// the read began, so a connect's read that raced a revoke cannot put the
+// unrevoked record back.
+func TestDeviceMirrorFill(t *testing.T) {
+	t.Parallel()
+	m := newDeviceMirror()
+	m.setLive(true)
+	rec := func(os string, revoked bool) *deviceRec {
+		return &deviceRec{ID: "d1", OS: os, Revoked: revoked, Projects: []string{"p1"}}
+	}
+	gen := m.generation()
+	m.put(rec("linux", true), 7) // the watch delivers a revoke while the read is on its way
+	m.fill(rec("linux", false), 6, gen)
+	if d, rev, _ := m.get("d1"); !d.Revoked || rev != 7 {
+		t.Fatalf("an older read replaced the revoke: %+v at %d", d, rev)
+	}
+
+	m.setLive(true) // a new watch (after a NATS reconnect)
+	m.fill(rec("linux", false), 8, gen)
+	if _, _, ok := m.get("d1"); ok {
+		t.Fatal("a read begun before the new watch was kept")
+	}
+	m.fill(rec("linux", false), 8, m.generation())
+	if d, rev, ok := m.get("d1"); !ok || d.Revoked || rev != 8 {
+		t.Fatalf("a current read was not kept: %+v at %d %v", d, rev, ok)
+	}
+	m.setLive(false)
+	m.fill(rec("linux", false), 9, m.generation())
+	if m.len() != 0 {
+		t.Fatal("a mirror no watch follows kept a read")
 	}
 }
 

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -180,5 +181,49 @@ func TestIDsAndTextFollowRelaysRules(t *testing.T) {
 	rec := th.deviceRecord(dev)
 	if rec.OS != "linuxgnp.exe" || rec.AgentVersion != "1.0-rc[1m" {
 		t.Errorf("device record keeps OS %q and agent version %q, want the hidden runes dropped", rec.OS, rec.AgentVersion)
+	}
+}
+
+// TestDirectoryMirrorClaims: the mirror's small indexes keep every claim
+// of a room through the change from a slice to a map (past
+// maxListedClaims devices), a rename replaces a claim, and removals leave
+// nothing behind.
+func TestDirectoryMirrorClaims(t *testing.T) {
+	t.Parallel()
+	m := newMirror()
+	const n = maxListedClaims + 3
+	dev := func(i int) string { return fmt.Sprintf("d-%02d", i) }
+	for i := range n {
+		m.put(roomRec{Project: "p1", RoomID: "shared", Name: "Shared", Device: dev(i)})
+		m.put(roomRec{Project: "p1", RoomID: "own-" + dev(i), Name: "Own", Device: dev(i)})
+	}
+	m.put(roomRec{Project: "p1", RoomID: "shared", Name: "Renamed", Device: dev(n - 1)})
+	claims := m.room("p1", "shared")
+	if len(claims) != n {
+		t.Fatalf("%d claims of the shared room, want %d", len(claims), n)
+	}
+	for _, c := range claims {
+		if want := map[bool]string{true: "Renamed", false: "Shared"}[c.Device == dev(n-1)]; c.Name != want {
+			t.Errorf("claim of %s named %q, want %q", c.Device, c.Name, want)
+		}
+	}
+	if got := len(m.project("p1")); got != n+1 {
+		t.Fatalf("project lists %d rooms, want %d", got, n+1)
+	}
+	if own := m.ofDevice(dev(0)); len(own) != 2 || own[roomKey("p1", "shared", dev(0))] != "Shared" {
+		t.Fatalf("device 0's entries: %v", own)
+	}
+	if !m.sameAs(dev(0), map[string]roomRec{
+		roomKey("p1", "shared", dev(0)):      {Name: "Shared"},
+		roomKey("p1", "own-"+dev(0), dev(0)): {Name: "Own"},
+	}) {
+		t.Fatal("sameAs refused the device's own entries")
+	}
+	for i := range n {
+		m.remove(roomKey("p1", "shared", dev(i)))
+		m.remove(roomKey("p1", "own-"+dev(i), dev(i)))
+	}
+	if len(m.rooms) != 0 || len(m.devs) != 0 || m.room("p1", "shared") != nil {
+		t.Fatalf("left after every removal: rooms %v devs %v", m.rooms, m.devs)
 	}
 }

@@ -94,11 +94,11 @@ func newMetrics(h *Hub) *metrics {
 		}, []string{"bucket", "op"}),
 		connectReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomrelay_hub_connect_device_reads_total",
-			Help: "Device records read to authenticate an agent's connect, by source: mirror (this node's copy, kept by a watch) or bucket (rr_devices, when the mirror does not hold the device).",
+			Help: "Device records read to authenticate an agent's connect, by source: mirror (this node's copy, filled on demand and kept current by a watch) or bucket (rr_devices, when the mirror does not hold the device: its first connect since the node started).",
 		}, []string{"source"}),
 		copyLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomrelay_hub_bucket_copy_loads_total",
-			Help: "Times this node loaded its in-memory copy of a bucket (rr_devices, rr_rooms) from a new watch: once at start, then after each NATS reconnect.",
+			Help: "Times this node loaded its in-memory copy of rr_rooms, or began following rr_devices, from a new watch: once at start, then after each NATS reconnect.",
 		}, []string{"bucket"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "roomrelay_hub_events_total",
@@ -124,7 +124,7 @@ func newMetrics(h *Hub) *metrics {
 		m.sessionsOpened, m.sessionsClosed, m.commands, m.commandSeconds, m.enrollments, m.kvErrors, m.connectReads, m.copyLoads, m.staleReads, m.events,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_mirrored_devices",
-			Help: "Device records in this node's mirror of rr_devices (it starts empty with each new watch and fills as the watch loads).",
+			Help: "Device records in this node's mirror of rr_devices (it starts empty with each new watch and fills on demand: devices that connected here, records changed since).",
 		}, func() float64 { return float64(h.devMirror.len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_sessions",

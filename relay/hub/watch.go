@@ -44,9 +44,10 @@ func (b *broadcast) fire() {
 // first watch of the bucket.
 type follower func(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, first bool) bool
 
-// rewatch runs follow on w, then on a new watch of kv after each NATS
-// reconnect, until ctx ends. what names the bucket in logs.
-func (h *Hub) rewatch(ctx context.Context, kv jetstream.KeyValue, what string, w jetstream.KeyWatcher, reconnected <-chan struct{}, follow follower) {
+// rewatch runs follow on w, then on a new watch of kv (with opts, as w
+// was made) after each NATS reconnect, until ctx ends. what names the
+// bucket in logs.
+func (h *Hub) rewatch(ctx context.Context, kv jetstream.KeyValue, what string, w jetstream.KeyWatcher, reconnected <-chan struct{}, follow follower, opts ...jetstream.WatchOpt) {
 	first := true
 	for {
 		again := follow(ctx, w, reconnected, first)
@@ -60,7 +61,7 @@ func (h *Hub) rewatch(ctx context.Context, kv jetstream.KeyValue, what string, w
 			// not missed.
 			reconnected = h.natsBack.wait()
 			var err error
-			if w, err = kv.WatchAll(ctx); err == nil {
+			if w, err = kv.WatchAll(ctx, opts...); err == nil {
 				break
 			}
 			h.log.Warn("watch "+what+" again", "err", err)

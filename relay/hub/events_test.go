@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -196,17 +197,14 @@ func TestEnrollFailuresOutliveARestartAndCrossNodes(t *testing.T) {
 
 // TestReadyz: /v1/readyz is 200 while NATS is connected and a KV write and
 // read succeed, and 503 with the reason when the NATS server goes away,
-// while /v1/healthz (liveness) stays 200.
+// while /v1/healthz (liveness) stays 200; 200 again once NATS is back.
+// The hub stops while NATS is up (a hub stopping with NATS gone waits out
+// NATS's own request timeouts, ~9 s, which this test is not about).
 func TestReadyz(t *testing.T) {
 	t.Parallel()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true}
+	ns := startNATS(t, opts)
+	opts.Port = ns.Addr().(*net.TCPAddr).Port
 	th := startHub(t, Config{NATSURL: ns.ClientURL()})
 	get := func(path string) (int, string) {
 		resp, err := http.Get(th.URL() + path)
@@ -229,4 +227,10 @@ func TestReadyz(t *testing.T) {
 	if code, _ := get("/v1/healthz"); code != 200 {
 		t.Errorf("healthz with NATS down: %d", code)
 	}
+	startNATS(t, opts) // same port and store
+	waitFor(t, "readyz 200 with NATS back", func() bool {
+		code, body := get("/v1/readyz")
+		return code == 200 && strings.Contains(body, `"ready"`)
+	})
+	th.stop() // while NATS is up: cleanups would stop this server first
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,7 +82,8 @@ func TestStartupWaitsForNATS(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
 	select {
 	case <-h.Ready():
 		t.Fatal("ready without NATS")
@@ -103,6 +105,9 @@ func TestStartupWaitsForNATS(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("not ready 30 s after NATS came up")
 	}
+	// While NATS is up: the cleanups would stop the server first, and a hub
+	// stopping with NATS gone waits out NATS's request timeouts (~9 s).
+	stop()
 }
 
 // TestDataDirLock: a second hub on a data dir in use is refused, naming the

@@ -54,7 +54,7 @@ var G = globalThis;
 var RealDate = G.Date, construct = Reflect.construct, slice = Array.prototype.slice;
 var apply = Reflect.apply, defineProperty = Object.defineProperty, stringify = JSON.stringify;
 var hostNow = host.now, hostLog = host.log, setTimer = host.setTimer, clearTimer = host.clearTimer;
-var P = Promise, resolved = P.resolve(), then = P.prototype.then;
+var P = Promise, resolved = P.resolve(), then = P.prototype.then, isArray = Array.isArray;
 
 function define(obj, name, value) {
   defineProperty(obj, name, { value: value, writable: true, configurable: true, enumerable: false });
@@ -116,6 +116,16 @@ function render(React, TR, App) {
   return TR.create(React.createElement(App));
 }
 function toJSON(root) { return root.toJSON(); }
+// The host tree toJSON copies from (the container's children), found
+// through React 18's fibers from the root's first test instance; null
+// when it is not there (nothing rendered), and the caller uses toJSON.
+function hostChildren(root) {
+  var f;
+  try { f = root.root._fiber; } catch (e) { return null; }
+  for (var i = 0; f && f.return && i < 10000; i++) f = f.return;
+  var c = f && f.tag === 3 && f.stateNode && f.stateNode.containerInfo;
+  return c && c.tag === "CONTAINER" && isArray(c.children) ? c.children : null;
+}
 // React DOM runs a click's handlers in one batch, so their setState calls
 // render once; the test renderer's legacy root renders after each of them
 // unless it is asked to batch.
@@ -128,7 +138,7 @@ function click(TR, handler) {
   TR.unstable_batchedUpdates(function () { handler(ev); });
 }
 function unmount(root) { root.unmount(); }
-return { render: render, toJSON: toJSON, click: click, unmount: unmount };
+return { render: render, toJSON: toJSON, hostChildren: hostChildren, click: click, unmount: unmount };
 })`
 
 // sdkSource is the room SDK module a snippet may import as SDKModule. Its

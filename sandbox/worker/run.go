@@ -194,6 +194,7 @@ func (r *run) smoke() *sandbox.Result {
 func (r *run) steps(res *sandbox.Result) []step {
 	var exports, app, root goja.Value
 	var handlers []goja.Value
+	var err error
 	advance := func(ms int64) func() error {
 		return func() error { return r.clock.advance(ms) }
 	}
@@ -217,10 +218,7 @@ func (r *run) steps(res *sandbox.Result) []step {
 		{sandbox.PhaseEffects, advance(settle)},
 		{sandbox.PhaseEffects, r.checkRejections},
 		{sandbox.PhaseEffects, func() error {
-			tree, err := r.helper("toJSON", root)
-			if err == nil {
-				res.Render, handlers = summarize(tree)
-			}
+			res.Render, handlers, err = r.summary(root)
 			return err
 		}},
 
@@ -235,6 +233,25 @@ func (r *run) steps(res *sandbox.Result) []step {
 		{sandbox.PhaseEffects, advance(0)},
 		{sandbox.PhaseEffects, r.checkRejections},
 	}
+}
+
+// summary summarizes what root rendered: from the test renderer's host
+// tree when the prelude finds it, else from toJSON's copy of it.
+func (r *run) summary(root goja.Value) (*sandbox.RenderSummary, []goja.Value, error) {
+	host, err := r.helper("hostChildren", root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := host.(*goja.Object); ok {
+		s, h := summarizeHost(host)
+		return s, h, nil
+	}
+	tree, err := r.helper("toJSON", root)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, h := summarize(tree)
+	return s, h, nil
 }
 
 // clickAll invokes the host elements' onClick handlers once each, in tree

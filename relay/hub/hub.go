@@ -51,6 +51,7 @@ type Hub struct {
 	newest    newest        // which of a device's sessions is the newest
 	setupWork workPool      // connect-time work off the sockets' stacks (session.go)
 	tokenDevs tokenCache    // device token hash → device id (connect.go)
+	clientIDs tokenCache    // client token hash → token id (tokens.go)
 	mux       *http.ServeMux
 	metrics   *metrics // this node's Prometheus registry (metrics.go)
 

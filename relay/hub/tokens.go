@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,8 +19,9 @@ import (
 
 // Client tokens: bearer tokens for cloud clients (the MCP front), one
 // project and one scope each. rr_clients holds "id.<id>" → the record and
-// "h.<sha256>" → the id; revoking deletes the hash key, so every node stops
-// accepting the token at its next request (nothing is cached).
+// "h.<sha256>" → the id; revoking deletes the hash key and marks the record
+// revoked, so every node stops accepting the token at its next request (a
+// node caches only which record a hash names, never the record).
 
 type clientTokenRec struct {
 	ID        string    `json:"id"`
@@ -164,23 +166,35 @@ func (h *Hub) RevokeClientToken(ctx context.Context, id string) (*hubapi.ClientT
 }
 
 // VerifyClientToken returns who a bearer token speaks for, or
-// ErrBadClientToken. It reads the buckets each time, so a revocation holds
-// on every node from the next request on.
+// ErrBadClientToken. Every call reads the token's record from the stream
+// leader, so a revocation holds on every node from the next request on.
+// Which record a token names is cached (clientIDs): a token's hash key
+// never changes and never moves to another record, and what a revocation
+// changes is the record itself (revoked, or gone), which is always read.
 func (h *Hub) VerifyClientToken(ctx context.Context, secret string) (*Client, error) {
 	if !strings.HasPrefix(secret, "rrc_") || len(secret) > 200 {
 		return nil, ErrBadClientToken
 	}
-	e, err := h.st.clients.Get(ctx, "h."+hashSecret("client", secret))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrBadClientToken
+	hash := hashSecret("client", secret)
+	var key [32]byte
+	if _, err := hex.Decode(key[:], []byte(hash)); err != nil {
+		return nil, fmt.Errorf("client token hash: %w", err)
 	}
-	if err != nil {
-		return nil, unavailable("check the token", err)
+	id, ok := h.clientIDs.get(key)
+	if !ok {
+		e, err := h.st.clients.Get(ctx, "h."+hash)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, ErrBadClientToken
+		}
+		if err != nil {
+			return nil, unavailable("check the token", err)
+		}
+		id = string(e.Value())
 	}
 	// The record from the stream leader: a replica that has not applied a
 	// revoke yet would otherwise let the token through (the hash key never
 	// changes, so its read may come from any replica).
-	rec, _, err := getJSON[clientTokenRec](ctx, latest(h.st.clients), "id."+string(e.Value()))
+	rec, _, err := getJSON[clientTokenRec](ctx, latest(h.st.clients), "id."+id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrBadClientToken
 	}
@@ -189,6 +203,9 @@ func (h *Hub) VerifyClientToken(ctx context.Context, secret string) (*Client, er
 	}
 	if rec.Revoked {
 		return nil, ErrBadClientToken
+	}
+	if !ok {
+		h.clientIDs.put(key, id)
 	}
 	return &Client{TokenID: rec.ID, Name: rec.Name, Project: rec.Project, Scope: rec.Scope}, nil
 }

@@ -12,6 +12,11 @@
 // WWW-Authenticate header that points at the RFC 9728 metadata under
 // /.well-known/oauth-protected-resource/mcp, which names the authorization
 // server when there is one.
+//
+// A POST carrying one plain tools/call of a tool that needs no session is
+// answered by the front itself, with the answer the go-sdk gives the same
+// request, without the SDK's per-request session (fastcall.go); every other
+// message goes to the SDK.
 package mcpfront
 
 import (
@@ -21,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -87,7 +93,13 @@ type Front struct {
 	// any other name itself.
 	tools    map[string]bool
 	toolList []*mcp.Tool // in registration order
-	calls    inflight    // running tools/call POSTs of this node (cancel.go)
+	// fast are the tools fastCall serves without the SDK (fastcall.go),
+	// wrapped like the SDK's; fastCalls counts the calls it served.
+	fast      map[string]mcp.ToolHandler
+	fastCalls atomic.Int64
+	impl      *mcp.Implementation // the server's name and version
+	sdkOnly   atomic.Bool         // tests: every call through the SDK, to compare
+	calls     inflight            // running tools/call POSTs of this node (cancel.go)
 	// publicHost is PublicURL's host name (guard.go's Host rule).
 	publicHost string
 }
@@ -123,8 +135,9 @@ func New(cfg Config) (*Front, error) {
 		return nil, errors.New("mcpfront: OAuth needs PublicURL: the canonical resource must not derive from a request's Host")
 	}
 	f := &Front{cfg: cfg, hub: cfg.Hub, log: cfg.Logger.With("component", "mcp"),
-		lim: newTokenLimiter(cfg.TokenRate, cfg.TokenBurst, cfg.Now), tools: map[string]bool{}, publicHost: publicHostOf(cfg.PublicURL)}
-	f.server = mcp.NewServer(&mcp.Implementation{Name: "roomrelay", Version: cfg.Version}, &mcp.ServerOptions{
+		lim: newTokenLimiter(cfg.TokenRate, cfg.TokenBurst, cfg.Now), tools: map[string]bool{}, fast: map[string]mcp.ToolHandler{}, publicHost: publicHostOf(cfg.PublicURL)}
+	f.impl = &mcp.Implementation{Name: "roomrelay", Version: cfg.Version}
+	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{
 		Instructions: instructions,
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
 		Logger:       sdkLogger(f.log),

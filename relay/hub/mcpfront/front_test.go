@@ -29,11 +29,19 @@ type frontHub struct {
 	write string
 	read  string
 	dev   string
+	front *Front
 }
 
 // serveFront runs a hub (embedded NATS) with the front mounted, served on
 // a loopback port until the test ends.
 func serveFront(t *testing.T, hcfg hub.Config, fcfg Config) *testutil.Server {
+	t.Helper()
+	srv, _ := serveFrontF(t, hcfg, fcfg)
+	return srv
+}
+
+// serveFrontF is serveFront, with the front.
+func serveFrontF(t *testing.T, hcfg hub.Config, fcfg Config) (*testutil.Server, *Front) {
 	t.Helper()
 	hcfg.DataDir, hcfg.AdminToken = t.TempDir(), admin
 	if hcfg.Heartbeat == 0 {
@@ -57,14 +65,14 @@ func serveFront(t *testing.T, hcfg hub.Config, fcfg Config) *testutil.Server {
 	<-h.Ready()
 	srv := testutil.Serve(t, "", mux)
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-	return srv
+	return srv, f
 }
 
 func startFront(t *testing.T, fcfg Config) *frontHub {
 	t.Helper()
-	srv := serveFront(t, hub.Config{}, fcfg)
+	srv, f := serveFrontF(t, hub.Config{}, fcfg)
 	ctx := context.Background()
-	fh := &frontHub{url: srv.URL(), cl: hubclient.New(srv.URL(), admin)}
+	fh := &frontHub{url: srv.URL(), cl: hubclient.New(srv.URL(), admin), front: f}
 	pc, err := fh.cl.Pair(ctx, "p1", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,9 @@ func (f *Front) guard(next http.Handler) http.Handler {
 			}
 		}
 		r = r.WithContext(context.WithValue(ctx, callCtxKey{}, ctx))
+		if n == 1 && heads[0].Method == "tools/call" && !f.sdkOnly.Load() && f.fastCall(w, r, body) {
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)

@@ -64,6 +64,9 @@ func (f *Front) addTool(t *mcp.Tool, h mcp.ToolHandler) {
 	f.tools[t.Name] = true
 	f.toolList = append(f.toolList, t)
 	f.server.AddTool(t, withCallContext(h))
+	if t.Name != ToolWaitForReview { // it sends progress on its session
+		f.fast[t.Name] = withCallContext(h)
+	}
 }
 
 // addTools registers list_local_rooms, one tool per row of relay's command

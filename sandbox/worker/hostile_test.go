@@ -132,6 +132,14 @@ return <p>{f(0)}</p>;`), phases: []sandbox.Phase{sandbox.PhaseRender}, msg: "Max
 		{name: "throw in click handler", files: app(`return <button onClick={() => {
     throw new Error("click broke"); // MARK
   }}>go</button>;`), phases: []sandbox.Phase{sandbox.PhaseEvents}, msg: "click broke", file: EntryPath, mark: "MARK"},
+		// The summary reads each element's props.onClick from Go: a getter
+		// there is the snippet's code, and its failure is the run's.
+		{name: "throwing onClick getter on Object.prototype", files: app(`Object.defineProperty(Object.prototype, "onClick", { get() {
+    throw new Error("getter broke"); // MARK
+  } });
+  return <div><p>x</p></div>;`), phases: []sandbox.Phase{sandbox.PhaseEffects}, msg: "getter broke", file: EntryPath, mark: "MARK"},
+		{name: "endless onClick getter on Object.prototype", files: app(`Object.defineProperty(Object.prototype, "onClick", { get() { for (;;) {} } });
+  return <div><p>x</p></div>;`), phases: []sandbox.Phase{sandbox.PhaseTimeout}},
 		{name: "infinite loop in click handler", files: app(`return <button onClick={() => { for (;;) {} }}>go</button>;`), phases: []sandbox.Phase{sandbox.PhaseTimeout}},
 		{name: "throw in helper module", files: helper, phases: []sandbox.Phase{sandbox.PhaseRender}, msg: "helper exploded", file: "src/util.ts", mark: "MARK"},
 		{name: "unhandled rejection", files: app(`useEffect(() => { Promise.reject(new Error("nobody caught me")); }, []); return null;`), phases: []sandbox.Phase{sandbox.PhaseEffects}, msg: "unhandled promise rejection: Error: nobody caught me"},

@@ -242,16 +242,38 @@ func (r *run) summary(root goja.Value) (*sandbox.RenderSummary, []goja.Value, er
 	if err != nil {
 		return nil, nil, err
 	}
+	var s *sandbox.RenderSummary
+	var h []goja.Value
 	if _, ok := host.(*goja.Object); ok {
-		s, h := summarizeHost(host)
-		return s, h, nil
+		err = r.protect(func() { s, h = summarizeHost(host) })
+		return s, h, err
 	}
 	tree, err := r.helper("toJSON", root)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, h := summarize(tree)
-	return s, h, nil
+	err = r.protect(func() { s, h = summarize(tree) })
+	return s, h, err
+}
+
+// protect runs Go code that reads the runtime's objects (a read may run a
+// getter the snippet defined, on Object.prototype for one) and returns what
+// that JavaScript threw, or its interruption by a limit, as the error, so
+// the run fails in its phase instead of killing the worker.
+func (r *run) protect(f func()) (err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			ie, ok := x.(*goja.InterruptedError)
+			if !ok {
+				panic(x)
+			}
+			err = ie
+		}
+	}()
+	if ex := r.vm.Try(f); ex != nil {
+		return ex
+	}
+	return nil
 }
 
 // clickAll invokes the host elements' onClick handlers once each, in tree

@@ -190,10 +190,11 @@ func TestVirtualSilentHubLostAtReadDeadline(t *testing.T) {
 		h := newPipeHub(t, hb.Milliseconds())
 		a := startPipeAgent(t, h)
 		c1 := h.next(t)
-		time.Sleep(3*hb + hb/2) // pings at 1, 2, 3 heartbeats, all answered
+		every := pingAfterSilence(hb)
+		time.Sleep(2*every + hb/2) // the agent's pings at every and 2*every, both answered
 		c1.silent.Store(true)
-		if _, last := c1.snapshot(); last.Sub(c1.at) != 3*hb {
-			t.Fatalf("last pong %v after welcome, want 3 heartbeats (%v)", last.Sub(c1.at), 3*hb)
+		if _, last := c1.snapshot(); last.Sub(c1.at) != 2*every {
+			t.Fatalf("last pong %v after welcome, want two pings' worth (%v)", last.Sub(c1.at), 2*every)
 		}
 		select {
 		case <-c1.done:
@@ -218,7 +219,7 @@ func TestVirtualSilentHubLostAtReadDeadline(t *testing.T) {
 
 // TestVirtualQuietHubKeepsSessionUp guards the agent's ping: a live hub that
 // only answers pings (it sends none) keeps one session up for 50 of the
-// agent's pings, one after each 1.5 heartbeats of silence (until #30.6 the
+// agent's pings, one after each pingAfterSilence of silence (until #30.6 the
 // agent pinged every heartbeat whatever the hub sent: see
 // TestVirtualPingingHubIsNotPinged).
 func TestVirtualQuietHubKeepsSessionUp(t *testing.T) {
@@ -236,12 +237,12 @@ func TestVirtualQuietHubKeepsSessionUp(t *testing.T) {
 		}
 		pings, _ := c.snapshot()
 		if len(pings) != 50 {
-			t.Errorf("%d pings in 50 silences of 1.5 heartbeats, want 50", len(pings))
+			t.Errorf("%d pings in 50 silences of %v, want 50", len(pings), every)
 		}
 		prev := c.at
 		for i, p := range pings {
 			if gap := p.Sub(prev); gap != every {
-				t.Errorf("ping %d came %v after the previous frame, want 1.5 heartbeats (%v)", i+1, gap, every)
+				t.Errorf("ping %d came %v after the previous frame, want pingAfterSilence (%v)", i+1, gap, every)
 			}
 			prev = p
 		}
@@ -252,7 +253,7 @@ func TestVirtualQuietHubKeepsSessionUp(t *testing.T) {
 }
 
 // TestVirtualHeartbeatIsClamped guards clampHeartbeat: the agent's pings
-// (after 1.5 heartbeats of silence) follow the clamped interval whatever
+// (after pingAfterSilence of silence) follow the clamped interval whatever
 // heartbeat the welcome asks for.
 func TestVirtualHeartbeatIsClamped(t *testing.T) {
 	for _, tc := range []struct {

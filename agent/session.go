@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -20,9 +21,13 @@ var errSessionGone = errors.New("the connection to the hub is gone")
 type session struct {
 	conn *websocket.Conn
 	hb   time.Duration
-	// silence fires after pingAfterSilence(hb) without a frame from the hub:
-	// only then does the agent ping (see writeLoop).
-	silence *time.Timer
+	// watch is the session's one liveness timer (see writeLoop): it is
+	// re-armed when it fires, never moved by a frame.
+	watch *time.Timer
+	// start and heard: the last frame from the hub came heard nanoseconds
+	// after start (monotonic), written by the reader, read by the writer.
+	start time.Time
+	heard atomic.Int64
 
 	out        chan outFrame
 	done       chan struct{} // closed at teardown: nobody may wait on it any more
@@ -161,7 +166,8 @@ func (a *Agent) serve(ctx context.Context, conn *websocket.Conn, hb time.Duratio
 	s := &session{
 		conn:       conn,
 		hb:         hb,
-		silence:    time.NewTimer(pingAfterSilence(hb)),
+		watch:      time.NewTimer(pingAfterSilence(hb)),
+		start:      time.Now(),
 		out:        make(chan outFrame, outBuffer),
 		done:       make(chan struct{}),
 		readerDone: make(chan struct{}),
@@ -344,18 +350,17 @@ func (s *session) closeGracefully(code int, reason string) {
 }
 
 // readLoop reads frames until the connection fails. Any frame, ping or pong
-// pushes the read deadline out by 2.5 heartbeats; silence beyond that is a
-// lost connection.
+// is noted as heard; the writer's watch ends the read after 2.5 heartbeats
+// without one (a lost connection).
 func (a *Agent) readLoop(s *session) {
 	defer close(s.readerDone)
 	conn := s.conn
-	wait := s.hb * 5 / 2
-	quiet := pingAfterSilence(s.hb)
-	extend := func() {
-		conn.SetReadDeadline(time.Now().Add(wait))
-		s.silence.Reset(quiet) // the hub is heard: no ping needed yet
-	}
-	extend()
+	// Noting the time is all a frame does: a read deadline or timer moved
+	// later on every frame leaves the runtime's timer heap holding the old
+	// time, and the runtime wakes for it anyway (an idle agent's main
+	// wakeup before #30.6, 12.5 s after every hub ping).
+	extend := func() { s.heard.Store(int64(time.Since(s.start))) }
+	conn.SetReadDeadline(time.Time{}) // the handshake's deadline
 	conn.SetPongHandler(func(string) error { extend(); return nil })
 	conn.SetPingHandler(func(msg string) error {
 		extend()
@@ -406,16 +411,24 @@ func (a *Agent) readLoop(s *session) {
 // feed the hub's read deadline, so against a live hub the agent never
 // pings: before, both sides pinged every heartbeat, which doubled an idle
 // agent's network wakeups. A hub that does not ping (or a lost ping) gets
-// one after 1.5 heartbeats of silence, well inside both sides' read
-// deadline of 2.5 heartbeats.
-func pingAfterSilence(hb time.Duration) time.Duration { return hb * 3 / 2 }
+// one after 2.05 heartbeats of silence, inside both sides' read deadline of
+// 2.5 heartbeats. Why just past two heartbeats: the watch fires there, a
+// twentieth of a heartbeat after the hub's second ping came in, so against
+// a pinging hub it fires once every two heartbeats, right after a network
+// wakeup (a short sleep, which the kernel does not stretch: a long epoll
+// sleep overruns by 0.1 %, and the runtime's sysmon polls every 20 µs
+// while a due timer waits for it).
+func pingAfterSilence(hb time.Duration) time.Duration { return 2*hb + hb/20 }
 
-// writeLoop is the socket's only writer of data frames, and pings when the
-// hub has been silent for pingAfterSilence, so the hub's read deadline and
-// ours stay fed.
+// writeLoop is the socket's only writer of data frames. It also owns the
+// session's liveness watch: when it fires, the hub silent for
+// pingAfterSilence gets a ping, silent for 2.5 heartbeats ends the session
+// (the read fails on its deadline), and otherwise the watch is re-armed
+// from the last frame heard.
 func (a *Agent) writeLoop(s *session) {
 	defer close(s.writerDone)
-	defer s.silence.Stop()
+	defer s.watch.Stop()
+	lost, ping := s.hb*5/2, pingAfterSilence(s.hb)
 	for {
 		select {
 		case <-s.done:
@@ -437,12 +450,23 @@ func (a *Agent) writeLoop(s *session) {
 				s.werr = err
 				return
 			}
-		case <-s.silence.C:
-			if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				s.werr = err
-				return
+		case <-s.watch.C:
+			heard := time.Duration(s.heard.Load())
+			quiet := time.Since(s.start) - heard
+			switch {
+			case quiet >= lost:
+				// The reader returns with a timeout, which names the read
+				// deadline; the teardown follows from there.
+				s.conn.SetReadDeadline(time.Now())
+			case quiet >= ping:
+				if err := s.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+					s.werr = err
+					return
+				}
+				s.watch.Reset(lost - quiet)
+			default:
+				s.watch.Reset(ping - quiet)
 			}
-			s.silence.Reset(pingAfterSilence(s.hb))
 		}
 	}
 }

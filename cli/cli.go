@@ -35,6 +35,9 @@ const (
 	ExitUsage       = 2 // bad flags or arguments
 	ExitNotEnrolled = 3 // the device must be enrolled (again) before this works
 	ExitUnavailable = 4 // a needed service (hub, agent, keyring) is not reachable
+	// A command that failed with a code of relay's closed set (`hub call`,
+	// and a refusal of the running agent's local API) exits with that
+	// code's relay.Code.ExitCode: sysexits(3) values from 65 up.
 )
 
 // Env is what a command may use of the outside world. Tests build one with

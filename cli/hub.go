@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,7 +51,9 @@ func init() {
 		Synopsis: "DEVICE COMMAND --project P [--args JSON|@FILE|-] [--timeout 30s] | --schema COMMAND",
 		Summary:  "send one command to a device through the hub and print its result",
 		Help: `Prints the result JSON as the device returned it. Exits 0 when the command
-succeeded and 1 when it failed (the error code is in the JSON).
+succeeded; when it failed (the error code is in the JSON), with its code's exit
+code (sysexits), 1 for a code outside this table:
+` + codeExitsHelp() + `
 
 --args takes the arguments as a JSON object, @FILE to read them from a file,
 or - to read them from stdin. Each command's arguments follow its JSON
@@ -181,10 +185,34 @@ func setupHubCall(fs *flag.FlagSet, e *Env) Runner {
 			return err
 		}
 		if !res.OK {
-			return silent(ExitFailure)
+			return silent(resultExit(res))
 		}
 		return nil
 	}
+}
+
+// codeExitsHelp lists relay's error codes by the exit code they end a
+// command with, one line per exit code, from the one table.
+func codeExitsHelp() string {
+	by := map[int][]string{}
+	for _, c := range relay.Codes() {
+		by[c.ExitCode()] = append(by[c.ExitCode()], string(c))
+	}
+	var b strings.Builder
+	for _, code := range slices.Sorted(maps.Keys(by)) {
+		fmt.Fprintf(&b, "  %d  %s\n", code, strings.Join(by[code], ", "))
+	}
+	return b.String()
+}
+
+// resultExit is the exit code of a failed command's result: its code's in
+// relay's table (sysexits: 75 try again later, 77 not allowed, …), 1 for a
+// code outside it.
+func resultExit(res *relay.Result) int {
+	if res.Error == nil {
+		return ExitFailure
+	}
+	return res.Error.Code.ExitCode()
 }
 
 // maxArgsBytes bounds --args read from a file or stdin (the hub refuses

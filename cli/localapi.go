@@ -36,10 +36,14 @@ func apiFailure(verb string, err error) error {
 	if !errors.As(err, &ae) {
 		return fmt.Errorf("%s through the running agent: %w", verb, err)
 	}
-	switch ae.Code {
-	case "invalid_args":
+	switch c := relay.Code(ae.Code); c {
+	case relay.CodeInvalidArgs:
+		// The agent refused what the owner typed: a usage error of this
+		// invocation, like a flag the CLI itself refuses.
 		return exitErr(ExitUsage, errors.New(ae.Message))
 	default:
-		return fmt.Errorf("not %s: %s (%s)", verb, ae.Message, ae.Code)
+		// A code of relay's table exits by it (75 try again later, …); the
+		// local API's own codes (conflict, hash_mismatch, …) exit 1.
+		return exitErr(c.ExitCode(), fmt.Errorf("not %s: %s (%s)", verb, ae.Message, ae.Code))
 	}
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +151,35 @@ func TestCLIRefusesAnotherUsersEndpoint(t *testing.T) {
 	}
 	if pr, ok := p.Project("p1"); !ok || pr.Enabled {
 		t.Fatalf("the policy file after disable: %+v %v", pr, ok)
+	}
+}
+
+// TestAPIRefusalsExitByTheCodeTable: a code of relay's table that the
+// running agent's local API refuses with exits by the table's exit code
+// (invalid_args, what the owner typed, is a usage error: 2); the local
+// API's own codes exit 1.
+func TestAPIRefusalsExitByTheCodeTable(t *testing.T) {
+	t.Parallel()
+	exitOf := func(code string) int {
+		err := apiFailure("approved", fmt.Errorf("POST proposals/x/approve: %w", &localapi.APIError{Code: code, Message: "m"}))
+		var ee *ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("%s: %v is no ExitError", code, err)
+		}
+		return ee.Code
+	}
+	for _, c := range relay.Codes() {
+		want := c.ExitCode()
+		if c == relay.CodeInvalidArgs {
+			want = ExitUsage
+		}
+		if got := exitOf(string(c)); got != want {
+			t.Errorf("%s exits %d, want %d", c, got, want)
+		}
+	}
+	for _, own := range []string{localapi.CodeConflict, localapi.CodeHashMismatch, localapi.CodeForbidden} {
+		if got := exitOf(own); got != ExitFailure {
+			t.Errorf("%s exits %d, want %d", own, got, ExitFailure)
+		}
 	}
 }

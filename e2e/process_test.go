@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/relay"
 )
 
 // TestBinaryEndToEnd drives the real roomrelay binary as separate processes,
@@ -130,8 +132,10 @@ func TestBinaryEndToEnd(t *testing.T) {
 		t.Fatalf("hub call: %d %s", code, out)
 	}
 	code, out = runCmd(hubHome, "hub", "call", cfg.DeviceID, "propose_room_snippet_app", "--project", "proj-a", "--args", `{}`, "--hub", hubURL)
-	if code != 1 || !strings.Contains(out, "command_not_allowed") {
-		t.Fatalf("hub call of a command not allowed: %d %s", code, out)
+	// The exit code is the code's in relay's table (77, EX_NOPERM), no
+	// longer 1 for every failed command (#27.1).
+	if code != relay.CodeCommandNotAllowed.ExitCode() || !strings.Contains(out, "command_not_allowed") {
+		t.Fatalf("hub call of a command not allowed: %d %s; want exit %d", code, out, relay.CodeCommandNotAllowed.ExitCode())
 	}
 
 	// kill -9: status tells the agent is gone; a new agent takes over and

@@ -28,35 +28,56 @@ const (
 
 // codeInfo is the one table of the closed set: per code, the HTTP status
 // every HTTP surface answers it with (the hub's API, the local API), whether
-// a caller may retry, and the hint that tells a model (the MCP front) or a
-// person what to do next; the message says what happened. No other file maps
-// a code to a status, a retry or a hint (TestCodesAgreeOnEverySurface).
+// a caller may retry, the process exit code the CLI ends with when a command
+// fails with it (`roomrelay hub call`, and the commands that go through the
+// local API), and the hint that tells a model (the MCP front) or a person
+// what to do next; the message says what happened. No other file maps a code
+// to a status, a retry, an exit code or a hint (the MCP front's
+// TestEveryDeviceCodeIsAToolError runs every code through the hub's API, the
+// MCP front and the CLI; agent/localapi's TestEveryDeviceCodeOnTheLocalAPI
+// through the local API).
 //
 // busy is 503, not 429: it says the device is at its own capacity (commands
 // in flight, local API connections), which is the server being temporarily
 // unable (RFC 9110 §15.6.4); 429 is rate_limited, the caller sending too much
 // (RFC 6585 §4). The local API always answered busy with 503; the hub's
 // command API said 429 and now agrees.
+//
+// The exit codes are BSD sysexits(3)'s: a script tells "try again later"
+// (75) from "not allowed" (77) from "fix the input" (65) without parsing
+// text. A code outside the table exits 1 (ExitCode).
 var codeInfo = map[Code]struct {
 	status    int
 	retryable bool
+	exit      int
 	hint      string
 }{
-	CodeNotEnrolled:         {403, false, "The laptop is not enrolled for this project; tell the user."},
-	CodeDeviceOffline:       {503, true, "Tell the user the laptop is offline; do not retry until they say it is back."},
-	CodeProjectNotEnabled:   {403, false, "The owner has not enabled this project on that laptop (`roomrelay enable PROJECT`)."},
-	CodeCommandNotAllowed:   {403, false, "Not allowed by the device owner or this token; tell the user."},
-	CodeInvalidArgs:         {400, false, "Fix the arguments as the message says and call again."},
-	CodeNotFound:            {404, false, "Check the id with list_local_rooms or list_room_apps."},
-	CodePendingReview:       {409, false, "It waits for the owner's approval on the laptop (`roomrelay review`)."},
-	CodeIdempotencyConflict: {409, false, "This key was used for other content; derive the key from the content."},
-	CodeExpired:             {504, true, "The laptop did not answer in time; retry once."},
-	CodeBusy:                {503, true, "The laptop is busy; retry shortly."},
-	CodeRateLimited:         {429, true, "Wait as the message says before calling again."},
-	CodeSandboxFailed:       {422, false, "Fix the snippet at the location given and propose it again."},
-	CodeAppNotRunning:       {503, true, "Tell the user the desktop app is closed on their laptop (the relay is online) and ask them to open it; do not retry until they say it is open."},
-	CodeInternal:            {500, true, "Retry once; if it persists, tell the user."},
+	CodeNotEnrolled:         {403, false, ExitNoPerm, "The laptop is not enrolled for this project; tell the user."},
+	CodeDeviceOffline:       {503, true, ExitTempFail, "Tell the user the laptop is offline; do not retry until they say it is back."},
+	CodeProjectNotEnabled:   {403, false, ExitNoPerm, "The owner has not enabled this project on that laptop (`roomrelay enable PROJECT`)."},
+	CodeCommandNotAllowed:   {403, false, ExitNoPerm, "Not allowed by the device owner or this token; tell the user."},
+	CodeInvalidArgs:         {400, false, ExitDataErr, "Fix the arguments as the message says and call again."},
+	CodeNotFound:            {404, false, ExitNoInput, "Check the id with list_local_rooms or list_room_apps."},
+	CodePendingReview:       {409, false, ExitTempFail, "It waits for the owner's approval on the laptop (`roomrelay review`)."},
+	CodeIdempotencyConflict: {409, false, ExitDataErr, "This key was used for other content; derive the key from the content."},
+	CodeExpired:             {504, true, ExitTempFail, "The laptop did not answer in time; retry once."},
+	CodeBusy:                {503, true, ExitTempFail, "The laptop is busy; retry shortly."},
+	CodeRateLimited:         {429, true, ExitTempFail, "Wait as the message says before calling again."},
+	CodeSandboxFailed:       {422, false, ExitDataErr, "Fix the snippet at the location given and propose it again."},
+	CodeAppNotRunning:       {503, true, ExitTempFail, "Tell the user the desktop app is closed on their laptop (the relay is online) and ask them to open it; do not retry until they say it is open."},
+	CodeInternal:            {500, true, ExitSoftware, "Retry once; if it persists, tell the user."},
 }
+
+// Process exit codes a command's failure maps to (sysexits(3)); ExitFailed
+// is a failure without a code of the closed set.
+const (
+	ExitFailed   = 1  // failed, without a code of the closed set
+	ExitDataErr  = 65 // EX_DATAERR: the arguments or content are wrong (invalid_args, idempotency_conflict, sandbox_failed)
+	ExitNoInput  = 66 // EX_NOINPUT: what the command names does not exist (not_found)
+	ExitSoftware = 70 // EX_SOFTWARE: the device failed internally (internal)
+	ExitTempFail = 75 // EX_TEMPFAIL: try again later (offline, busy, rate limited, expired, app not running, pending review)
+	ExitNoPerm   = 77 // EX_NOPERM: not enrolled, not enabled, not allowed
+)
 
 // Valid reports whether c is in the closed set.
 func (c Code) Valid() bool { _, ok := codeInfo[c]; return ok }
@@ -67,6 +88,15 @@ func (c Code) Retryable() bool { return codeInfo[c].retryable }
 // Hint is a sentence saying what to do next (the MCP front appends it to a
 // tool error).
 func (c Code) Hint() string { return codeInfo[c].hint }
+
+// ExitCode is the process exit code a CLI command that failed with c ends
+// with; ExitFailed (1) for a code outside the closed set.
+func (c Code) ExitCode() int {
+	if i, ok := codeInfo[c]; ok {
+		return i.exit
+	}
+	return ExitFailed
+}
 
 // HTTPStatus is the status an HTTP surface answers c with; 500 for a code
 // outside the closed set.

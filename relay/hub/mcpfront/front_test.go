@@ -1,6 +1,7 @@
 package mcpfront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/roomrelay/roomrelay/cli"
 	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/internal/testutil/testhub"
 	"github.com/roomrelay/roomrelay/relay"
@@ -154,10 +156,10 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) (bool,
 
 // TestEveryDeviceCodeIsAToolError: whatever code the device answers with
 // reaches the model as isError with the code first and relay's hint after
-// it, and the hub's HTTP API with relay's status and retryability (the two
-// hub surfaces of relay's code table; agent/localapi's
-// TestEveryDeviceCodeOnTheLocalAPI is the third); a device that never
-// answers is expired.
+// it, the hub's HTTP API with relay's status and retryability, and the CLI's
+// `hub call` with relay's exit code (the hub and CLI surfaces of relay's code
+// table; agent/localapi's TestEveryDeviceCodeOnTheLocalAPI is the local
+// API's); a device that never answers is expired.
 func TestEveryDeviceCodeIsAToolError(t *testing.T) {
 	fh := startFront(t, Config{CommandTimeout: 300 * time.Millisecond})
 	cs := session(t, fh.url, fh.write)
@@ -172,6 +174,7 @@ func TestEveryDeviceCodeIsAToolError(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	home := t.TempDir()
 	for _, c := range relay.Codes() {
 		isErr, text := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "code-" + string(c)})
 		if !isErr || !strings.HasPrefix(text, string(c)+": the device says so.") || c.Hint() == "" || !strings.HasSuffix(text, c.Hint()) {
@@ -181,6 +184,16 @@ func TestEveryDeviceCodeIsAToolError(t *testing.T) {
 		res, status, err := fh.cl.Command(context.Background(), fh.dev, hubapi.CommandRequest{ProjectID: "p1", Name: relay.CmdReadRoom, Args: args})
 		if err != nil || res.OK || res.Error == nil || res.Error.Code != c || status != c.HTTPStatus() || res.Error.Retryable != c.Retryable() {
 			t.Errorf("%s through the hub's API: %d %+v %v; want %d, retryable %v", c, status, res, err, c.HTTPStatus(), c.Retryable())
+		}
+		// The CLI: `roomrelay hub call` prints the result and exits with
+		// the code's exit code from the table (never 1 for a code in it).
+		var out, errb bytes.Buffer
+		exit := cli.Main(context.Background(), []string{"hub", "call", fh.dev, relay.CmdReadRoom, "--project", "p1",
+			"--args", string(args), "--hub", fh.url, "--admin-token", admin, "--home", home}, &cli.Env{Stdout: &out, Stderr: &errb})
+		var printed relay.Result
+		if exit != c.ExitCode() || exit == relay.ExitFailed || json.Unmarshal(out.Bytes(), &printed) != nil ||
+			printed.Error == nil || printed.Error.Code != c {
+			t.Errorf("%s through `roomrelay hub call`: exit %d, want %d; stdout %s stderr %s", c, exit, c.ExitCode(), out.String(), errb.String())
 		}
 	}
 	isErr, text := callTool(t, cs, relay.CmdReadRoom, map[string]any{"room_id": "silent"})

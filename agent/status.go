@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/internal/replace"
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -38,25 +39,9 @@ const (
 )
 
 // Status is a snapshot of the agent, also written to StateDir/status.json so
-// `roomrelay status` in another process can show it.
-type Status struct {
-	State          string    `json:"state"`
-	Hub            string    `json:"hub"`
-	DeviceID       string    `json:"device_id"`
-	SessionID      string    `json:"session_id,omitempty"`
-	ConnectedSince time.Time `json:"connected_since,omitzero"`
-	LastError      string    `json:"last_error,omitempty"`
-	LastErrorAt    time.Time `json:"last_error_at,omitzero"`
-	NextRetryAt    time.Time `json:"next_retry_at,omitzero"`
-	// Reconnects counts sessions established after the first one.
-	Reconnects   int `json:"reconnects"`
-	InFlight     int `json:"in_flight"`
-	QueuedEvents int `json:"queued_events"`
-	// Notes are standing conditions of this run (Config.Notes).
-	Notes     []string  `json:"notes,omitempty"`
-	PID       int       `json:"pid"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
+// `roomrelay status` in another process can show it. It is agent/events'
+// type because a status event carries it to local apps.
+type Status = events.Status
 
 // ReadStatusFile reads the status the agent last wrote to stateDir. The PID
 // lets a reader tell a live agent from one that stopped without updating it.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/provider"
 )
@@ -74,11 +75,11 @@ func TestAppSelectsItself(t *testing.T) {
 		t.Fatalf("hello while builtin is selected: %v; want close 4004 naming the fix", err)
 	}
 
-	events, err := c.Stream(ctx, "events")
+	stream, err := c.Stream(ctx, "events")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer events.Body.Close()
+	defer stream.Body.Close()
 	var sel localapi.ProviderSelection
 	hdr, err := c.Do(ctx, "GET", "policy/provider", nil, &sel, nil)
 	if err != nil || sel.Provider != "builtin" || hdr.Get("ETag") != `"`+sel.Revision+`"` {
@@ -96,16 +97,16 @@ func TestAppSelectsItself(t *testing.T) {
 		t.Fatalf("PUT policy/provider app: %+v %v", res, err)
 	}
 	// The event, with this process as the one that selected.
-	sc := bufio.NewScanner(events.Body)
+	sc := bufio.NewScanner(stream.Body)
 	for {
 		if !sc.Scan() {
 			t.Fatalf("the event stream ended without provider_selected: %v", sc.Err())
 		}
 		var e struct {
-			Type string                        `json:"type"`
-			Data localapi.ProviderSelectedData `json:"data"`
+			Type string                  `json:"type"`
+			Data events.ProviderSelected `json:"data"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == localapi.EventProviderSelected {
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == events.TypeProviderSelected {
 			if e.Data.Provider != "app" || e.Data.PID != os.Getpid() {
 				t.Fatalf("provider_selected %s, want app by pid %d", sc.Bytes(), os.Getpid())
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/notify"
 	"github.com/roomrelay/roomrelay/agent/provider"
@@ -331,9 +332,9 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The provider is this test process, as the peer check saw it.
-	pc := evs.next(localapi.EventProviderChanged, `"connected":true`)
+	pc := evs.next(events.TypeProviderChanged, `"connected":true`)
 	schemaCheck(t, "ProviderChangedData", pc.Data)
-	var pcd provider.ProviderChanged
+	var pcd events.ProviderChanged
 	if err := json.Unmarshal(pc.Data, &pcd); err != nil || pcd.PID != os.Getpid() || pcd.Exe != exe || pcd.Since.IsZero() {
 		t.Fatalf("provider_changed %s: want pid %d exe %s and since", pc.Data, os.Getpid(), exe)
 	}
@@ -401,7 +402,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 	if dec.Proposal.InstallState != rooms.InstallPending {
 		t.Fatalf("approve answered install_state %q, want pending", dec.Proposal.InstallState)
 	}
-	if e := evs.next(localapi.EventProposalDecided, p1.ID); !strings.Contains(string(e.Data), `"install_state":"pending"`) {
+	if e := evs.next(events.TypeProposalDecided, p1.ID); !strings.Contains(string(e.Data), `"install_state":"pending"`) {
 		t.Fatalf("proposal_decided %s: want install_state pending", e.Data)
 	}
 	testutil.Eventually(t, "apps.install delivered", func() bool { return app.received(provider.MethodAppsInstall) >= 1 })
@@ -409,7 +410,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 		t.Fatalf("before the app's answer: show %q, list %q, want pending", s.InstallState, l.InstallState)
 	}
 	close(app.release)
-	ic := evs.next(localapi.EventInstallChanged, p1.ID)
+	ic := evs.next(events.TypeInstallChanged, p1.ID)
 	schemaCheck(t, "InstallChangedData", ic.Data)
 	if !strings.Contains(string(ic.Data), `"install_state":"installed"`) {
 		t.Fatalf("install_changed %s: want installed", ic.Data)
@@ -420,7 +421,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 
 	// 2. The smoke-run after the approval ran the store's files in the real
 	// sandbox; the app was never asked for them, nor told a build state.
-	bs := evs.next(localapi.EventBuildState, p1.InstanceID)
+	bs := evs.next(events.TypeBuildState, p1.InstanceID)
 	schemaCheck(t, "BuildStateData", bs.Data)
 	if !strings.Contains(string(bs.Data), `"state":"ok"`) || !strings.Contains(string(bs.Data), p1.ContentHash) {
 		t.Fatalf("build_state %s: want ok", bs.Data)
@@ -448,7 +449,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 	if _, err := c.Do(ctx, "POST", "proposals/"+p2.ID+"/approve", localapi.DecideRequest{ContentHash: p2.ContentHash}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e := evs.next(localapi.EventInstallChanged, p2.ID); !strings.Contains(string(e.Data), `"install_state":"failed"`) ||
+	if e := evs.next(events.TypeInstallChanged, p2.ID); !strings.Contains(string(e.Data), `"install_state":"failed"`) ||
 		!strings.Contains(string(e.Data), "invalid_args") {
 		t.Fatalf("install_changed %s: want failed with invalid_args", e.Data)
 	}
@@ -457,7 +458,7 @@ func TestAppRoomApprovalOverTheSocket(t *testing.T) {
 		!strings.Contains(s2.InstallError, "invalid_args") || !strings.Contains(s2.InstallError, "refused the install") || l2.InstallError != s2.InstallError {
 		t.Fatalf("a refused install: show %q %q, list %q %q; want failed with the reason", s2.InstallState, s2.InstallError, l2.InstallState, l2.InstallError)
 	}
-	evs.next(localapi.EventBuildState, s2.InstanceID)
+	evs.next(events.TypeBuildState, s2.InstanceID)
 	as2, err := d.readAppStatus(ctx, "p", "r1", s2.InstanceID)
 	if err != nil {
 		t.Fatal(err)
@@ -490,12 +491,12 @@ func TestClosedAppIsToldTheBuildAfterItsInstall(t *testing.T) {
 	if _, err := c.Do(ctx, "POST", "proposals/"+id+"/approve", localapi.DecideRequest{ContentHash: relay.ContentHash(files)}, &dec, nil); err != nil {
 		t.Fatal(err)
 	}
-	evs.next(localapi.EventBuildState, dec.Proposal.InstanceID)
+	evs.next(events.TypeBuildState, dec.Proposal.InstanceID)
 
 	app := connectDeskApp(t, c.Endpoint(), provider.Capabilities{Install: true, BuildState: true},
 		[]provider.Room{{ID: "r1", Project: "p", Name: "Standup"}})
 	close(app.release)
-	evs.next(localapi.EventInstallChanged, `"install_state":"installed"`)
+	evs.next(events.TypeInstallChanged, `"install_state":"installed"`)
 	testutil.Eventually(t, "apps.set_build_state after the install", func() bool {
 		app.mu.Lock()
 		defer app.mu.Unlock()

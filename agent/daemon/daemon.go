@@ -23,6 +23,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/notify"
 	"github.com/roomrelay/roomrelay/agent/provider"
@@ -77,10 +78,9 @@ type Config struct {
 	// Notifier tells the desktop user a proposal waits for review (unless
 	// the policy says "notify off"); nil: the platform's, notify.Desktop.
 	Notifier notify.Notifier
-	// Events, when set, receives what local clients are told
-	// (provider_changed, install_changed, build_state): agent/localapi's
-	// event hub.
-	Events provider.Events
+	// Events, when set, receives every event local clients are told,
+	// beside the local API's ring.
+	Events events.Publisher
 
 	// RuntimeDir is the user's runtime dir for the local API's socket ("":
 	// the state dir; the CLI leaves it empty under --home). NoLocalAPI
@@ -122,10 +122,12 @@ type Daemon struct {
 	app       *provider.App       // reads through the connected app
 	installer *provider.Installer // approved proposals of app rooms → the app
 
-	events     *localapi.Events // what local apps are told; published into even without the API
-	pub        provider.Events  // events, and Config.Events when set
-	api        *localapi.Server // nil with NoLocalAPI
-	apiDecided apiDecisions
+	ring *localapi.Events // what local apps are told; published into even without the API
+	// pub is the one publisher of local events: the ring, and Config.Events
+	// when set. The daemon, the local API's routes, the provider and the
+	// installer publish through it.
+	pub events.Publisher
+	api *localapi.Server // nil with NoLocalAPI
 
 	policy      atomic.Pointer[allowlist.Policy]
 	policyMu    sync.Mutex // serialises reloads; guards policyStamp
@@ -166,11 +168,11 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now),
 		smokeCh: make(chan rooms.Proposal, 16), smoking: map[string]bool{},
-		notes:  notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger}),
-		events: localapi.NewEvents("", 0)}
-	d.pub = d.events
+		notes: notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger}),
+		ring:  localapi.NewEvents("", 0)}
+	d.pub = d.ring
 	if cfg.Events != nil {
-		d.pub = teeEvents{d.events, cfg.Events}
+		d.pub = events.Tee{d.ring, cfg.Events}
 	}
 	lock, err := lockStateDir(cfg.StateDir)
 	if err != nil {
@@ -411,7 +413,7 @@ func (d *Daemon) announcePolicy(ctx context.Context) {
 	if _, r, err := allowlist.LoadRevision(d.policyPath()); err == nil {
 		rev = r
 	}
-	d.events.Publish(localapi.EventPolicyChanged, map[string]any{"projects": sum, "revision": rev})
+	d.pub.Publish(events.PolicyChanged{Projects: sum, Revision: rev})
 	data, _ := json.Marshal(relay.PolicyChanged{Policy: sum})
 	if err := d.agent.SendEvent(ctx, relay.Event{Event: relay.EventPolicyChanged, Time: time.Now().UTC(), Data: data}); err != nil {
 		d.log.Warn("policy_changed event not queued", "err", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
-	"github.com/roomrelay/roomrelay/agent/provider"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
@@ -332,18 +332,6 @@ func buildOf(res *sandbox.Result, fromCloud bool) rooms.Build {
 	return rooms.Build{State: state, Phase: string(res.Phase), Summary: buildSummary(res, fromCloud), CheckedAt: time.Now().UTC()}
 }
 
-// BuildStateData is the data of a build_state event.
-type BuildStateData struct {
-	Project     string    `json:"project"`
-	RoomID      string    `json:"room_id"`
-	InstanceID  string    `json:"instance_id"`
-	ContentHash string    `json:"content_hash"`
-	State       string    `json:"state"`
-	Phase       string    `json:"phase,omitempty"`
-	Summary     string    `json:"summary,omitempty"`
-	CheckedAt   time.Time `json:"checked_at"`
-}
-
 // recordBuild keeps a smoke-run's outcome and publishes build_state. A
 // builtin room's app keeps it in its row. For a room the desktop app
 // provides roomrelay keeps its own record (read_room_app_status reads it
@@ -363,7 +351,7 @@ func (d *Daemon) recordBuild(ctx context.Context, appRoom bool, projectID, roomI
 			d.log.Info("the desktop app was not told the build state; roomrelay's record stands", "instance_id", instanceID, "err", err)
 		}
 	}
-	d.pub.Publish(provider.EventBuildState, BuildStateData{Project: projectID, RoomID: roomID, InstanceID: instanceID,
+	d.pub.Publish(events.BuildState{Project: projectID, RoomID: roomID, InstanceID: instanceID,
 		ContentHash: contentHash, State: b.State, Phase: b.Phase, Summary: b.Summary, CheckedAt: b.CheckedAt})
 	return nil
 }

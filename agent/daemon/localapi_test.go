@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
@@ -19,7 +20,9 @@ import (
 // its live status; a policy change through the API is reloaded and
 // announced as policy_changed; a proposal made by a command arrives as
 // proposal_created after the command's command_ran; an approval through the
-// API is told to the hub (announced) at once.
+// API is told to the hub (announced) at once, and to local apps once; one
+// made on the store is told to local apps by the daemon, without
+// decided_via.
 func TestLocalAPIWiredIntoRun(t *testing.T) {
 	t.Parallel()
 	d := openTest(t)
@@ -70,7 +73,7 @@ func TestLocalAPIWiredIntoRun(t *testing.T) {
 	if _, err := c.Do(ctx, "PUT", "projects/p", spec, nil, http.Header{"If-Match": {h.Get("ETag")}}); err != nil {
 		t.Fatal(err)
 	}
-	if e := next(localapi.EventPolicyChanged); !strings.Contains(string(e.Data), relay.CmdProposeRoomSnippetApp) {
+	if e := next(events.TypePolicyChanged); !strings.Contains(string(e.Data), relay.CmdProposeRoomSnippetApp) {
 		t.Fatalf("policy_changed %s", e.Data)
 	}
 	if got := d.Policy().Summary(); len(got) != 1 || len(got[0].Commands) != 2 {
@@ -95,10 +98,10 @@ func TestLocalAPIWiredIntoRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.record(cmd, &relay.Result{}, time.Millisecond, false)
-	if e := next(localapi.EventProposalCreated); !strings.Contains(string(e.Data), out.(ProposalResult).ProposalID) {
+	if e := next(events.TypeProposalCreated); !strings.Contains(string(e.Data), out.(ProposalResult).ProposalID) {
 		t.Fatalf("proposal_created %s", e.Data)
 	}
-	if e := next(localapi.EventCommandRan); strings.Contains(string(e.Data), "App.tsx") || !strings.Contains(string(e.Data), `"outcome":"ok"`) {
+	if e := next(events.TypeCommandRan); strings.Contains(string(e.Data), "App.tsx") || !strings.Contains(string(e.Data), `"outcome":"ok"`) {
 		t.Fatalf("command_ran %s (never arguments)", e.Data)
 	}
 	p, err := d.store.GetProposal(ctx, out.(ProposalResult).ProposalID)
@@ -108,13 +111,57 @@ func TestLocalAPIWiredIntoRun(t *testing.T) {
 	if _, err := c.Do(ctx, "POST", "proposals/"+p.ID+"/approve", localapi.DecideRequest{ContentHash: p.ContentHash}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e := next(localapi.EventProposalDecided); !strings.Contains(string(e.Data), `"decided_via":"app"`) {
+	if e := next(events.TypeProposalDecided); !strings.Contains(string(e.Data), `"decided_via":"app"`) {
 		t.Fatalf("proposal_decided %s", e.Data)
 	}
 	// Decided pokes the publisher: the hub's event is queued by now (no
 	// sandbox here, so no smoke-run comes first).
 	if un, err := d.store.UnannouncedDecisions(ctx); err != nil || len(un) != 0 {
 		t.Fatalf("decision not announced at once: %+v %v", un, err)
+	}
+	// The announcement publishes no second proposal_decided: the proposal
+	// carries decided_via, so the daemon knows the API told local apps.
+	d.pub.Publish(events.Resync{Reason: "marker"})
+	for lines.Scan() {
+		var e localapi.Event
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == events.TypeProposalDecided {
+			t.Fatalf("a second proposal_decided for an API decision: %s", e.Data)
+		}
+		if e.Type == events.TypeResync {
+			break
+		}
+	}
+	// A decision on the store (the review page, the CLI without an agent)
+	// has no decided_via: the daemon tells local apps when it sees it.
+	out2, err := d.propose(ctx, rooms.NewProposal{ProjectID: "p", RoomID: "r1", Kind: rooms.SourceSnippet, Name: "App 2",
+		Files: map[string]string{"src/App.tsx": "export default function App() { return 2 }\n"}, IdempotencyKey: "key-00002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2 := out2.(ProposalResult).ProposalID
+	if _, err := d.store.DeclineProposal(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	d.Poke(ctx) // publishes the decisions it finds before it returns (no sandbox: no smoke-run)
+	d.pub.Publish(events.Resync{Reason: "marker 2"})
+	var decided []string
+	for lines.Scan() {
+		var e localapi.Event
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == events.TypeProposalDecided {
+			decided = append(decided, string(e.Data))
+		}
+		if e.Type == events.TypeResync {
+			break
+		}
+	}
+	if len(decided) != 1 || !strings.Contains(decided[0], id2) || strings.Contains(decided[0], "decided_via") {
+		t.Fatalf("proposal_decided of a decision on the store: %q; want one for %s without decided_via", decided, id2)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/roomrelay/roomrelay/agent"
+	"github.com/roomrelay/roomrelay/agent/events"
 )
 
 // An agent that never answers fails Do after the client's Timeout instead
@@ -52,7 +53,7 @@ func TestClientTimeoutSparesStreams(t *testing.T) {
 	ta.client.Timeout = 10 * time.Millisecond
 	r := ta.events("")
 	for range 5 { // at least 100 ms of stream: ten Timeouts
-		for r.next().Type != EventPing {
+		for r.next().Type != events.TypePing {
 		}
 	}
 }

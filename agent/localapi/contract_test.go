@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
@@ -183,7 +184,7 @@ func TestResponsesMatchTheDocument(t *testing.T) {
 		if err := evSchema.Validate(v); err != nil {
 			t.Errorf("event %s: %v", b, err)
 		}
-		if e.Type == EventSnapshot {
+		if e.Type == events.TypeSnapshot {
 			sv, _ := jsonschema.UnmarshalJSON(bytes.NewReader(e.Data))
 			sch, err := compiler.Compile(docURL + "#/components/schemas/Snapshot")
 			if err != nil {

@@ -32,8 +32,9 @@
 // decided_via the client names, its pid and executable) in the audit log.
 //
 // Events. Events is a bounded ring (RingSize entries) of typed events with
-// sequence numbers; the daemon and the room provider Publish into it, and
-// GET /localapi/v1/events streams it as newline-delimited JSON with resume
+// sequence numbers (the types and their data are agent/events'); the
+// daemon's one publisher writes into it, for the daemon, the room provider
+// and this package's own routes, and GET /localapi/v1/events streams it as newline-delimited JSON with resume
 // (since=), a resync line when the ring no longer holds the point asked for
 // or the agent restarted (another boot id), and a ping line every PingEvery.
 //

@@ -6,32 +6,18 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/roomrelay/roomrelay/agent/events"
 )
 
-// Event types on GET /localapi/v1/events. Clients must ignore types they do
-// not know: new ones are added within v1.
+// The event types and their data are agent/events'; this file is the
+// ring the stream reads.
 const (
-	EventStatus           = "status"           // the agent's connection state changed
-	EventPolicyChanged    = "policy_changed"   // the policy file was reloaded (API, CLI or a hand edit)
-	EventProposalCreated  = "proposal_created" // a proposal waits for review
-	EventProposalDecided  = "proposal_decided" // approved or declined, with decided_via
-	EventInstallChanged   = "install_changed"  // an approved app's delivery to the provider (pending, installed, failed)
-	EventBuildState       = "build_state"      // an approved snippet's smoke-run result
-	EventCommandRan       = "command_ran"      // a hub command's outcome, after its audit line; never arguments
-	EventProviderChanged  = "provider_changed" // the room provider connected or went away
-	EventSnapshot         = "snapshot"         // first line with initial=1, and after a resync
-	EventResync           = "resync"           // the stream cannot resume where asked: rebuild from the snapshot
-	EventPing             = "ping"             // keepalive on an idle stream
 	defaultRingSize       = 1024
 	defaultPingEvery      = 30 * time.Second
 	maxEventData          = 64 << 10
 	eventDataTooLargeNote = `{"dropped":"the event's data was larger than 64 KiB"}`
 )
-
-// Publisher is what the daemon and the room provider send events with.
-type Publisher interface {
-	Publish(typ string, data any)
-}
 
 // Event is one line of the stream.
 type Event struct {
@@ -78,23 +64,20 @@ func NewBootID() string {
 // BootID is this run's boot id.
 func (e *Events) BootID() string { return e.bootID }
 
-// Publish appends an event of type typ whose data is v marshalled to JSON.
-// Safe on a nil *Events (nothing happens), so a daemon without a local API
-// publishes for free.
-func (e *Events) Publish(typ string, v any) {
-	if e == nil {
+// Publish appends p, its data marshalled to JSON (events.Data). Safe on a
+// nil *Events (nothing happens), so a daemon without a local API publishes
+// for free.
+func (e *Events) Publish(p events.Payload) {
+	if e == nil || p == nil {
 		return
 	}
-	data, err := json.Marshal(v)
+	data, err := events.Data(p)
 	if err != nil || len(data) > maxEventData {
 		data = json.RawMessage(eventDataTooLargeNote)
 	}
-	if v == nil {
-		data = nil
-	}
 	e.mu.Lock()
 	e.last++
-	e.ring[(e.last-1)%uint64(len(e.ring))] = Event{Seq: e.last, BootID: e.bootID, Time: e.now().UTC(), Type: typ, Data: data}
+	e.ring[(e.last-1)%uint64(len(e.ring))] = Event{Seq: e.last, BootID: e.bootID, Time: e.now().UTC(), Type: p.EventType(), Data: data}
 	for w := range e.waits {
 		select {
 		case w <- struct{}{}:

@@ -5,10 +5,22 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/roomrelay/roomrelay/agent/events"
 )
 
+// countData is a test payload: a counter, published as command_ran unless
+// typ says otherwise.
 type countData struct {
-	N int `json:"n"`
+	N   int `json:"n"`
+	typ string
+}
+
+func (c countData) EventType() string {
+	if c.typ == "" {
+		return events.TypeCommandRan
+	}
+	return c.typ
 }
 
 func dataN(t *testing.T, e Event) int {
@@ -29,7 +41,7 @@ func TestEventResumeWithoutLossOrDuplicates(t *testing.T) {
 	ev := ta.srv.Events()
 	first := ta.events("?initial=1")
 	snap := first.next()
-	if snap.Type != EventSnapshot || snap.BootID != ev.BootID() {
+	if snap.Type != events.TypeSnapshot || snap.BootID != ev.BootID() {
 		t.Fatalf("first line %+v", snap)
 	}
 	var s Snapshot
@@ -37,31 +49,31 @@ func TestEventResumeWithoutLossOrDuplicates(t *testing.T) {
 		t.Fatalf("snapshot %s: %v", snap.Data, err)
 	}
 	for i := 1; i <= 5; i++ {
-		ev.Publish(EventCommandRan, countData{N: i})
+		ev.Publish(countData{N: i})
 	}
 	var last uint64
 	for i := 1; i <= 3; i++ {
 		e := first.nextNonPing()
-		if e.Type != EventCommandRan || dataN(t, e) != i {
+		if e.Type != events.TypeCommandRan || dataN(t, e) != i {
 			t.Fatalf("event %d: %+v", i, e)
 		}
 		last = e.Seq
 	}
 	first.close()
 	for i := 6; i <= 10; i++ {
-		ev.Publish(EventCommandRan, countData{N: i})
+		ev.Publish(countData{N: i})
 	}
 	again := ta.events(fmt.Sprintf("?since=%d&boot_id=%s", last, ev.BootID()))
 	for i := 4; i <= 10; i++ {
 		e := again.nextNonPing()
-		if e.Type != EventCommandRan || dataN(t, e) != i || e.Seq != last+1 {
+		if e.Type != events.TypeCommandRan || dataN(t, e) != i || e.Seq != last+1 {
 			t.Fatalf("resumed event want n=%d seq=%d, got %+v", i, last+1, e)
 		}
 		last = e.Seq
 	}
 	// Live events keep coming on the resumed stream.
-	ev.Publish(EventStatus, map[string]string{"state": "backoff"})
-	if e := again.nextNonPing(); e.Type != EventStatus || e.Seq != last+1 {
+	ev.Publish(events.StatusChanged{Status: events.Status{State: "backoff"}})
+	if e := again.nextNonPing(); e.Type != events.TypeStatus || e.Seq != last+1 {
 		t.Fatalf("live event %+v", e)
 	}
 }
@@ -71,32 +83,32 @@ func TestEventResync(t *testing.T) {
 	ta := startAPI(t, func(c *Config) { c.Events = NewEvents("", 4) })
 	ev := ta.srv.Events()
 	for i := 1; i <= 10; i++ {
-		ev.Publish(EventCommandRan, countData{N: i})
+		ev.Publish(countData{N: i})
 	}
 	// seq 2 is gone from a ring of 4 (it holds 7..10).
 	r := ta.events("?since=2")
-	if e := r.next(); e.Type != EventResync || e.Seq != 10 {
+	if e := r.next(); e.Type != events.TypeResync || e.Seq != 10 {
 		t.Fatalf("want resync at 10, got %+v", e)
 	}
-	if e := r.next(); e.Type != EventSnapshot {
+	if e := r.next(); e.Type != events.TypeSnapshot {
 		t.Fatalf("want a snapshot after resync, got %+v", e)
 	}
-	ev.Publish(EventCommandRan, countData{N: 11})
+	ev.Publish(countData{N: 11})
 	if e := r.nextNonPing(); dataN(t, e) != 11 {
 		t.Fatalf("after resync: %+v", e)
 	}
 	// Still in the ring: no resync.
 	ok := ta.events("?since=7")
-	if e := ok.next(); e.Type != EventCommandRan || e.Seq != 8 {
+	if e := ok.next(); e.Type != events.TypeCommandRan || e.Seq != 8 {
 		t.Fatalf("since=7: %+v", e)
 	}
 	// Another boot's seq: resync.
 	other := ta.events("?since=8&boot_id=someotherboot")
-	if e := other.next(); e.Type != EventResync {
+	if e := other.next(); e.Type != events.TypeResync {
 		t.Fatalf("other boot: %+v", e)
 	}
 	future := ta.events("?since=999")
-	if e := future.next(); e.Type != EventResync {
+	if e := future.next(); e.Type != events.TypeResync {
 		t.Fatalf("since from the future: %+v", e)
 	}
 }
@@ -106,13 +118,13 @@ func TestEventTypesFilterAndPing(t *testing.T) {
 	ta := startAPI(t, func(c *Config) { c.PingEvery = 20 * time.Millisecond })
 	ev := ta.srv.Events()
 	r := ta.events("?types=proposal_created")
-	ev.Publish(EventCommandRan, countData{N: 1})
-	ev.Publish(EventProposalCreated, countData{N: 2})
-	if e := r.nextNonPing(); e.Type != EventProposalCreated || dataN(t, e) != 2 {
+	ev.Publish(countData{N: 1})
+	ev.Publish(countData{N: 2, typ: events.TypeProposalCreated})
+	if e := r.nextNonPing(); e.Type != events.TypeProposalCreated || dataN(t, e) != 2 {
 		t.Fatalf("filtered: %+v", e)
 	}
 	for {
-		if e := r.next(); e.Type == EventPing {
+		if e := r.next(); e.Type == events.TypePing {
 			if e.Seq != 2 {
 				t.Fatalf("ping seq %d, want the stream's position 2", e.Seq)
 			}
@@ -126,7 +138,7 @@ func TestPublishNeverBlocksAndRingIsBounded(t *testing.T) {
 	ev := NewEvents("b", 8)
 	w, _ := ev.subscribe() // a reader that never reads
 	for i := range 100 {
-		ev.Publish(EventCommandRan, countData{N: i})
+		ev.Publish(countData{N: i})
 	}
 	ev.unsubscribe(w)
 	if _, ok := ev.since(50, 100); ok {
@@ -137,5 +149,5 @@ func TestPublishNeverBlocksAndRingIsBounded(t *testing.T) {
 		t.Fatalf("since(92) = %v %v", got, ok)
 	}
 	var nilEvents *Events
-	nilEvents.Publish(EventStatus, nil) // a daemon without a local API
+	nilEvents.Publish(events.StatusChanged{}) // a daemon without a local API
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/roomrelay/roomrelay/agent/daemon"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/localapi"
-	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/internal/jsonshape"
@@ -45,18 +44,21 @@ var goTypes = map[string]reflect.Type{
 	"DecisionResponse":      reflect.TypeFor[localapi.DecisionResponse](),
 	"AuditOutcome":          reflect.TypeFor[localapi.AuditOutcome](),
 	"AuditResponse":         reflect.TypeFor[auditResponse](),
-	"ProposalDecidedData":   reflect.TypeFor[localapi.ProposalDecidedData](),
-	"ProposalCreatedData":   reflect.TypeFor[daemon.ProposalCreated](),
-	"CommandRanData":        reflect.TypeFor[daemon.CommandRan](),
+	"ProposalDecidedData":   reflect.TypeFor[events.ProposalDecided](),
+	"ProposalCreatedData":   reflect.TypeFor[events.ProposalCreated](),
+	"CommandRanData":        reflect.TypeFor[events.CommandRan](),
 	"OAuthApprovalRequest":  reflect.TypeFor[hubapi.OAuthApprovalRequest](),
 	"OAuthDecideRequest":    reflect.TypeFor[localapi.OAuthDecideRequest](),
 	"OAuthDecideResponse":   reflect.TypeFor[localapi.OAuthDecideResponse](),
-	"InstallChangedData":    reflect.TypeFor[provider.InstallChanged](),
-	"ProviderChangedData":   reflect.TypeFor[provider.ProviderChanged](),
-	"BuildStateData":        reflect.TypeFor[daemon.BuildStateData](),
+	"InstallChangedData":    reflect.TypeFor[events.InstallChanged](),
+	"ProviderChangedData":   reflect.TypeFor[events.ProviderChanged](),
+	"BuildStateData":        reflect.TypeFor[events.BuildState](),
 	"ProviderSelection":     reflect.TypeFor[localapi.ProviderSelection](),
 	"ProviderSelectRequest": reflect.TypeFor[providerSelectRequest](),
-	"ProviderSelectedData":  reflect.TypeFor[localapi.ProviderSelectedData](),
+	"ProviderSelectedData":  reflect.TypeFor[events.ProviderSelected](),
+	"StatusEventData":       reflect.TypeFor[events.StatusChanged](),
+	"PolicyChangedData":     reflect.TypeFor[events.PolicyChanged](),
+	"ResyncData":            reflect.TypeFor[events.Resync](),
 }
 
 // requestBodies are what clients send: there "required" is what a client

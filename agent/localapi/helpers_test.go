@@ -15,6 +15,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 )
 
@@ -58,9 +59,9 @@ func startAPI(t testing.TB, adjust func(*Config)) *testAPI {
 		},
 		Proposals: store,
 		Audit:     al,
-		Decided: func(_ context.Context, p rooms.Proposal, via string) {
+		Decided: func(_ context.Context, p rooms.Proposal) {
 			ta.mu.Lock()
-			ta.decided = append(ta.decided, p.ID+":"+p.State+":"+via)
+			ta.decided = append(ta.decided, p.ID+":"+p.State+":"+p.DecidedVia)
 			ta.mu.Unlock()
 		},
 	}
@@ -195,7 +196,7 @@ func (er *eventReader) next() Event {
 // nextNonPing skips ping lines.
 func (er *eventReader) nextNonPing() Event {
 	for {
-		if e := er.next(); e.Type != EventPing {
+		if e := er.next(); e.Type != events.TypePing {
 			return e
 		}
 	}

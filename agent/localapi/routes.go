@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 )
@@ -81,21 +81,13 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// APIInfo names the version the agent serves and the oldest it still does.
-type APIInfo struct {
-	Version string `json:"version"`
-	Min     string `json:"min"`
-}
-
-// StatusResponse is GET status: the agent's live status (agent.Status's
-// fields), the provider's, the pending proposal count, API and boot id.
-type StatusResponse struct {
-	agent.Status
-	Provider         ProviderState `json:"provider"`
-	PendingProposals int           `json:"pending_proposals"`
-	API              APIInfo       `json:"api"`
-	BootID           string        `json:"boot_id"`
-}
+// APIInfo, StatusResponse (GET status) and Snapshot (the snapshot line's
+// data) are agent/events' types: a snapshot carries the status.
+type (
+	APIInfo        = events.APIInfo
+	StatusResponse = events.StatusResponse
+	Snapshot       = events.Snapshot
+)
 
 // statusNow builds the status; a store that cannot be read leaves the count
 // at -1 rather than failing the whole status.
@@ -124,15 +116,6 @@ func nonNilStrings(s []string) []string {
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.statusNow(r.Context()))
-}
-
-// Snapshot is the data of a snapshot line: what a client needs to draw its
-// state before applying the events after it.
-type Snapshot struct {
-	Status           StatusResponse `json:"status"`
-	ProjectsRevision string         `json:"projects_revision"`
-	PendingProposals []string       `json:"pending_proposals"`
-	Provider         ProviderState  `json:"provider"`
 }
 
 func (s *Server) snapshot(ctx context.Context) Snapshot {
@@ -200,19 +183,16 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	meta := func(typ string, v any) bool {
-		var data json.RawMessage
-		if v != nil {
-			data, _ = json.Marshal(v)
-		}
-		return write(Event{Seq: pos, BootID: s.events.BootID(), Time: s.cfg.Now().UTC(), Type: typ, Data: data})
+	meta := func(p events.Payload) bool {
+		data, _ := events.Data(p)
+		return write(Event{Seq: pos, BootID: s.events.BootID(), Time: s.cfg.Now().UTC(), Type: p.EventType(), Data: data})
 	}
 	if resync != "" {
-		if !meta(EventResync, map[string]string{"reason": resync}) || !meta(EventSnapshot, s.snapshot(ctx)) {
+		if !meta(events.Resync{Reason: resync}) || !meta(s.snapshot(ctx)) {
 			return
 		}
 	} else if q.Get("initial") == "1" || q.Get("initial") == "true" {
-		if !meta(EventSnapshot, s.snapshot(ctx)) {
+		if !meta(s.snapshot(ctx)) {
 			return
 		}
 	}
@@ -223,7 +203,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			// This reader fell a whole ring behind.
 			pos = s.events.Last()
-			if !meta(EventResync, map[string]string{"reason": "this stream fell behind the ring"}) || !meta(EventSnapshot, s.snapshot(ctx)) {
+			if !meta(events.Resync{Reason: "this stream fell behind the ring"}) || !meta(s.snapshot(ctx)) {
 				return
 			}
 			continue
@@ -245,7 +225,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-wake:
 		case <-ping.C:
-			if !meta(EventPing, nil) {
+			if !meta(events.Ping{}) {
 				return
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
@@ -187,21 +188,6 @@ type DecisionResponse struct {
 	Repeated   bool           `json:"repeated"`
 }
 
-// ProposalDecidedData is the data of a proposal_decided event.
-type ProposalDecidedData struct {
-	ProposalID  string `json:"proposal_id"`
-	Project     string `json:"project"`
-	RoomID      string `json:"room_id"`
-	State       string `json:"state"`
-	ContentHash string `json:"content_hash"`
-	InstanceID  string `json:"instance_id,omitempty"`
-	DecidedVia  string `json:"decided_via,omitempty"`
-	// InstallState is an approval's install as it was committed: installed
-	// for a builtin room, pending for a room the desktop app provides
-	// (install_changed follows).
-	InstallState string `json:"install_state,omitempty"`
-}
-
 func (s *Server) approveProposal(w http.ResponseWriter, r *http.Request) {
 	s.decide(w, r, rooms.ProposalApproved)
 }
@@ -248,17 +234,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 		return
 	}
 	ctx, id := r.Context(), r.PathValue("id")
-	var p rooms.Proposal
-	var err error
-	if s.cfg.Deciding != nil {
-		done := s.cfg.Deciding(id)
-		defer func() { done(err == nil) }()
-	}
-	if approve {
-		p, err = s.cfg.Proposals.ApproveProposal(ctx, id, req.ContentHash)
-	} else {
-		p, err = s.cfg.Proposals.DeclineProposal(ctx, id)
-	}
+	// The proposal keeps decided_via: the daemon, which may see the store
+	// change before this handler publishes, leaves the event to it.
+	p, err := s.cfg.Proposals.Decide(ctx, id, rooms.Decision{Approve: approve, ContentHash: req.ContentHash, Via: req.DecidedVia})
 	switch {
 	case errors.Is(err, rooms.ErrContentChanged):
 		writeError(w, apiErr(CodeHashMismatch, "the proposal's content hash is not "+relay.Clip(req.ContentHash, 80)+": review it again (GET proposals/"+id+"); it stays pending"))
@@ -287,10 +265,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, want string) {
 	s.auditLine(audit.Entry{Command: "localapi." + map[bool]string{true: "approve", false: "decline"}[approve],
 		CommandID: p.ID, Project: p.Project, Room: p.RoomID, Decision: audit.Allowed,
 		Detail: peerDetail(peer, r, req.DecidedVia) + " content_hash=" + p.ContentHash})
-	s.events.Publish(EventProposalDecided, ProposalDecidedData{ProposalID: p.ID, Project: p.Project, RoomID: p.RoomID,
-		State: p.State, ContentHash: p.ContentHash, InstanceID: p.InstanceID, DecidedVia: req.DecidedVia, InstallState: p.InstallState})
+	s.pub.Publish(events.ProposalDecided{ProposalID: p.ID, Project: p.Project, RoomID: p.RoomID,
+		State: p.State, ContentHash: p.ContentHash, InstanceID: p.InstanceID, DecidedVia: p.DecidedVia, InstallState: p.InstallState})
 	if s.cfg.Decided != nil {
-		s.cfg.Decided(ctx, p, req.DecidedVia)
+		s.cfg.Decided(ctx, p)
 	}
 	writeJSON(w, http.StatusOK, DecisionResponse{Proposal: p, State: p.State, DecidedVia: req.DecidedVia})
 }

@@ -5,13 +5,9 @@ import (
 	"net/http"
 
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/allowlist"
 )
-
-// EventProviderSelected is published when the owner's room-provider
-// selection changed through the local API (an app selecting itself, or
-// `roomrelay provider`).
-const EventProviderSelected = "provider_selected"
 
 // ProviderSelection is GET and PUT policy/provider: the room provider the
 // policy selects (app or builtin). Revision is the policy file's, also the
@@ -20,14 +16,6 @@ type ProviderSelection struct {
 	Provider string `json:"provider"`
 	Revision string `json:"revision,omitempty"`
 	Changed  bool   `json:"changed,omitempty"`
-}
-
-// ProviderSelectedData is the data of a provider_selected event: the
-// selection now, and the process that made it as the peer check saw it.
-type ProviderSelectedData struct {
-	Provider string `json:"provider"`
-	PID      int    `json:"pid,omitempty"`
-	Exe      string `json:"exe,omitempty"`
 }
 
 func (s *Server) getProviderSelection(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +71,7 @@ func (s *Server) putProviderSelection(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.PolicySaved != nil {
 			s.cfg.PolicySaved(r.Context())
 		}
-		s.events.Publish(EventProviderSelected, ProviderSelectedData{Provider: req.Provider, PID: peer.PID, Exe: peer.Exe})
+		s.pub.Publish(events.ProviderSelected{Provider: req.Provider, PID: peer.PID, Exe: peer.Exe})
 		if rev, err = s.revisionNow(); err != nil {
 			writeError(w, asAPIError(err))
 			return

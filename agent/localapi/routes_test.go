@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/allowlist"
 	"github.com/roomrelay/roomrelay/relay"
@@ -168,7 +169,7 @@ func TestProposalsReviewedByHash(t *testing.T) {
 		t.Fatalf("decline an approved one: %v", err)
 	}
 	e := evs.nextNonPing()
-	if e.Type != EventProposalDecided || !strings.Contains(string(e.Data), `"decided_via":"app"`) {
+	if e.Type != events.TypeProposalDecided || !strings.Contains(string(e.Data), `"decided_via":"app"`) {
 		t.Fatalf("event %+v", e)
 	}
 	lines := ta.auditLines("localapi.approve")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/roomrelay/roomrelay/agent"
 	"github.com/roomrelay/roomrelay/agent/audit"
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/review"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/internal/keyrate"
@@ -51,20 +52,9 @@ const (
 	providerUnavailableTx = "this agent runs no room provider endpoint"
 )
 
-// ProviderState is the room provider's presence, for status and snapshots.
-// PID and Exe are the connected app's process as the peer check saw it (Exe
-// only where the OS tells it): for the owner's eyes, never a decision.
-type ProviderState struct {
-	// Selected is the room provider the owner's policy selects: app or
-	// builtin ("" when the agent does not say).
-	Selected  string    `json:"selected,omitempty"`
-	Connected bool      `json:"connected"`
-	App       string    `json:"app,omitempty"`
-	Version   string    `json:"version,omitempty"`
-	PID       int       `json:"pid,omitempty"`
-	Exe       string    `json:"exe,omitempty"`
-	Since     time.Time `json:"since,omitzero"`
-}
+// ProviderState is the room provider's presence, for status and snapshots
+// (agent/events' type: a snapshot carries it).
+type ProviderState = events.ProviderState
 
 // ProviderStater reports the room provider's state (agent/provider).
 type ProviderStater interface {
@@ -76,8 +66,9 @@ type ProviderStater interface {
 type ProposalStore interface {
 	ListProposals(ctx context.Context, f rooms.ProposalFilter) ([]rooms.Proposal, error)
 	GetProposal(ctx context.Context, id string) (rooms.ProposalDetail, error)
-	ApproveProposal(ctx context.Context, id, contentHash string) (rooms.Proposal, error)
-	DeclineProposal(ctx context.Context, id string) (rooms.Proposal, error)
+	// Decide approves or declines with decided_via, which the proposal
+	// keeps (the daemon then knows the API told local apps itself).
+	Decide(ctx context.Context, id string, d rooms.Decision) (rooms.Proposal, error)
 }
 
 // AuditLog is the agent's audit log (an *audit.Log): refusals and
@@ -100,9 +91,13 @@ type Config struct {
 	// (config.json), for GET projects; nil: none known.
 	Enrolled func() []string
 
-	// Events is the ring the daemon and the provider publish into; nil: a
-	// fresh one. Its boot id is the API's.
+	// Events is the ring the event stream reads (the daemon's publisher
+	// writes into it); nil: a fresh one. Its boot id is the API's.
 	Events *Events
+	// Publisher is what the API's own events (proposal_decided,
+	// provider_selected) go through: the daemon's one publisher; nil:
+	// straight into Events.
+	Publisher events.Publisher
 
 	Status    func() agent.Status // the running agent's live status
 	Provider  ProviderStater      // nil: no provider connected
@@ -118,14 +113,11 @@ type Config struct {
 	// (GET/POST oauth/{code}); nil answers unavailable.
 	OAuth OAuthApprover
 
-	// Deciding is called before the API approves or declines proposal id,
-	// and the function it returns after, with whether it did: the daemon,
-	// which may see the store change first, then knows the API publishes
-	// that decision's event. Decided is called after a decision (the daemon
-	// tells the hub at once); PolicySaved after the API wrote the policy
-	// file (the daemon reloads it and publishes policy_changed).
-	Deciding    func(id string) (done func(decided bool))
-	Decided     func(ctx context.Context, p rooms.Proposal, via string)
+	// Decided is called after a decision (the daemon tells the hub at
+	// once; the proposal carries decided_via); PolicySaved after the API
+	// wrote the policy file (the daemon reloads it and publishes
+	// policy_changed).
+	Decided     func(ctx context.Context, p rooms.Proposal)
 	PolicySaved func(ctx context.Context)
 
 	MaxConns      int           // concurrent connections (default 32)
@@ -143,6 +135,7 @@ type Server struct {
 	ln     net.Listener
 	ep     Endpoint
 	events *Events
+	pub    events.Publisher
 	mux    *http.ServeMux
 
 	refusals *refusalLimiter
@@ -200,7 +193,10 @@ func newServer(cfg Config) (*Server, error) {
 	if ev == nil {
 		ev = NewEvents("", 0)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, events: ev, refusals: newRefusalLimiter(cfg.Now)}
+	s := &Server{cfg: cfg, log: cfg.Logger, events: ev, pub: cfg.Publisher, refusals: newRefusalLimiter(cfg.Now)}
+	if s.pub == nil {
+		s.pub = ev
+	}
 	s.routes()
 	return s, nil
 }

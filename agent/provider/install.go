@@ -7,18 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 )
-
-// InstallChanged is the data of an install_changed event.
-type InstallChanged struct {
-	ProposalID   string `json:"proposal_id"`
-	InstanceID   string `json:"instance_id"`
-	Project      string `json:"project"`
-	RoomID       string `json:"room_id"`
-	InstallState string `json:"install_state"`
-	Error        string `json:"error,omitempty"`
-}
 
 // Installer delivers approved proposals of app-provided rooms to the
 // desktop app (apps.install) until it acknowledges or refuses each one.
@@ -34,7 +25,7 @@ type InstallChanged struct {
 type Installer struct {
 	store  *rooms.Store
 	app    *App
-	events Events
+	events events.Publisher
 	log    *slog.Logger
 	kick   chan struct{}
 
@@ -51,11 +42,11 @@ type Installer struct {
 }
 
 // NewInstaller builds the install queue over store, delivering through s.
-func NewInstaller(store *rooms.Store, s *Server, events Events, logger *slog.Logger) *Installer {
+func NewInstaller(store *rooms.Store, s *Server, pub events.Publisher, logger *slog.Logger) *Installer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Installer{store: store, app: s.App(), events: events, log: logger, kick: make(chan struct{}, 1),
+	return &Installer{store: store, app: s.App(), events: pub, log: logger, kick: make(chan struct{}, 1),
 		MinBackoff: time.Second, MaxBackoff: 5 * time.Minute, Timeout: 30 * time.Second, MaxInFlight: 4}
 }
 
@@ -208,7 +199,7 @@ func (in *Installer) deliver(ctx context.Context, j rooms.InstallJob) bool {
 	}
 	in.log.Info("install", "proposal", j.ID, "instance_id", j.InstanceID, "state", state, "why", why)
 	if in.events != nil {
-		in.events.Publish(EventInstallChanged, InstallChanged{ProposalID: j.ID, InstanceID: j.InstanceID, Project: j.Project,
+		in.events.Publish(events.InstallChanged{ProposalID: j.ID, InstanceID: j.InstanceID, Project: j.Project,
 			RoomID: j.RoomID, InstallState: state, Error: why})
 	}
 	if state == rooms.InstallInstalled && in.Installed != nil {

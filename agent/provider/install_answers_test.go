@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/internal/testutil"
 )
@@ -98,7 +99,7 @@ func TestInstallAnswers(t *testing.T) {
 				t.Fatalf("install error %q, want %q", in.Error, want)
 			}
 			testutil.Eventually(t, "an install_changed event", func() bool { return len(ev.got()) == 1 })
-			if e := ev.got()[0]; e.typ != EventInstallChanged || e.data.(InstallChanged).InstallState != rooms.InstallFailed {
+			if e := ev.got()[0]; e.typ != events.TypeInstallChanged || e.data.(events.InstallChanged).InstallState != rooms.InstallFailed {
 				t.Fatalf("event %+v", e)
 			}
 			inst.Kick()

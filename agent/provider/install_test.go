@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/agent/localapi"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/internal/testutil"
@@ -230,7 +231,7 @@ func connectChildApp(t *testing.T, ts *testServer, answer answerFunc) *fakeApp {
 
 type recorded struct {
 	typ  string
-	data any
+	data events.Payload
 }
 
 type recorder struct {
@@ -238,9 +239,9 @@ type recorder struct {
 	evs []recorded
 }
 
-func (r *recorder) Publish(typ string, data any) {
+func (r *recorder) Publish(p events.Payload) {
 	r.mu.Lock()
-	r.evs = append(r.evs, recorded{typ, data})
+	r.evs = append(r.evs, recorded{p.EventType(), p})
 	r.mu.Unlock()
 }
 

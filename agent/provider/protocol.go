@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/relay"
 )
 
@@ -82,6 +83,11 @@ type AppInfo struct {
 	Name         string       `json:"name"`
 	Version      string       `json:"version"`
 	Capabilities Capabilities `json:"capabilities"`
+}
+
+// event is a as provider_changed tells it.
+func (a AppInfo) event() *events.AppInfo {
+	return &events.AppInfo{Name: a.Name, Version: a.Version, Capabilities: events.Capabilities(a.Capabilities)}
 }
 
 // Capabilities are the optional parts of the protocol an app implements.

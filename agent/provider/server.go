@@ -25,32 +25,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/roomrelay/roomrelay/agent/events"
 	"github.com/roomrelay/roomrelay/relay"
 )
-
-// Events receives what local clients are told (agent/localapi's event hub
-// satisfies it): provider_changed, install_changed, build_state.
-type Events interface {
-	Publish(typ string, data any)
-}
-
-// Event types this package publishes.
-const (
-	EventProviderChanged = "provider_changed"
-	EventInstallChanged  = "install_changed"
-	EventBuildState      = "build_state"
-)
-
-// ProviderChanged is the data of a provider_changed event. PID, Exe and
-// Since describe the connection that is the provider now (absent when none
-// is): the process as the local API's peer check saw it.
-type ProviderChanged struct {
-	Connected bool      `json:"connected"`
-	App       *AppInfo  `json:"app,omitempty"`
-	PID       int       `json:"pid,omitempty"`
-	Exe       string    `json:"exe,omitempty"`
-	Since     time.Time `json:"since,omitzero"`
-}
 
 // Peer is the process at the other end of a provider connection, as the
 // local API's peer check identified it (PID 0 when the OS did not say; Exe
@@ -82,8 +59,8 @@ type Config struct {
 	// OnChange is called when an app connected (said hello) or the current
 	// one went away, after the registry changed.
 	OnChange func(connected bool, app AppInfo)
-	// Events, when set, gets provider_changed.
-	Events Events
+	// Events, when set, gets provider_changed: the daemon's publisher.
+	Events events.Publisher
 	// PeerOf names the process behind a provider request (the daemon reads
 	// the local API's peer check); nil or false: unknown.
 	PeerOf func(r *http.Request) (Peer, bool)
@@ -292,11 +269,11 @@ func (s *Server) changed(connected bool, ss *session) {
 		s.cfg.OnChange(connected, app)
 	}
 	if s.cfg.Events != nil {
-		ev := ProviderChanged{Connected: connected}
+		ev := events.ProviderChanged{Connected: connected}
 		if connected {
-			ev.App, ev.PID, ev.Exe, ev.Since = &app, ss.peer.PID, ss.peer.Exe, ss.since
+			ev.App, ev.PID, ev.Exe, ev.Since = app.event(), ss.peer.PID, ss.peer.Exe, ss.since
 		}
-		s.cfg.Events.Publish(EventProviderChanged, ev)
+		s.cfg.Events.Publish(ev)
 	}
 }
 

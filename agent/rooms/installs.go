@@ -123,7 +123,7 @@ func (s *Store) PendingInstalls(ctx context.Context) ([]InstallJob, error) {
 		var created int64
 		var decided sql.NullInt64
 		if err := rows.Scan(&p.ID, &p.Project, &p.RoomID, &p.Kind, &p.Name, &p.RepositoryID, &p.VersionID,
-			&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID, &p.ProposedBy,
+			&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID, &p.ProposedBy, &p.DecidedVia,
 			&p.FileCount, &p.TotalBytes, &p.InstallState, &p.InstallError, &j.Attempts); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("rooms: pending installs: %w", err)

@@ -23,7 +23,26 @@ type Proposals interface {
 	GetProposal(ctx context.Context, id string) (ProposalDetail, error)
 	ApproveProposal(ctx context.Context, id, contentHash string) (Proposal, error)
 	DeclineProposal(ctx context.Context, id string) (Proposal, error)
+	Decide(ctx context.Context, id string, d Decision) (Proposal, error)
 }
+
+// Decision is the owner's decision on a pending proposal and how it was
+// made. The proposal keeps Via (Proposal.DecidedVia), so whoever reads the
+// decision later knows it: the daemon publishes proposal_decided only for
+// a decision without one, the local API having told local apps of its own
+// at once.
+type Decision struct {
+	Approve bool
+	// ContentHash is the hash of the content the owner reviewed (approve
+	// only): another one is ErrContentChanged.
+	ContentHash string
+	// Via is the channel the owner decided through, as the local API names
+	// it (app, cli); "" on the review page and the CLI on the store.
+	Via string
+}
+
+// maxViaLen bounds Decision.Via.
+const maxViaLen = 16
 
 // Proposal states.
 const (
@@ -79,6 +98,9 @@ type Proposal struct {
 	DecidedAt      time.Time `json:"decided_at,omitzero"`
 	InstanceID     string    `json:"instance_id,omitempty"` // the app an approval created
 	ProposedBy     string    `json:"proposed_by,omitempty"` // the caller as the hub named it
+	// DecidedVia is Decision.Via of the decision; not part of the local
+	// API's proposal (proposal_decided carries it).
+	DecidedVia string `json:"-"`
 	// InstallState is an approved proposal's install (InstallPending,
 	// InstallInstalled, InstallFailed); InstallError says why it failed.
 	// Both are empty before a decision and for a declined proposal.
@@ -128,7 +150,7 @@ func ProposalContentHash(kind Source, files map[string]string, repositoryID, ver
 }
 
 const proposalColumns = `p.id, r.project_id, p.room_id, p.kind, p.name, p.repository_id, p.version_id,
-	p.idempotency_key, p.content_hash, p.state, p.created_at, p.decided_at, coalesce(p.instance_id, ''), p.proposed_by,
+	p.idempotency_key, p.content_hash, p.state, p.created_at, p.decided_at, coalesce(p.instance_id, ''), p.proposed_by, p.decided_via,
 	(SELECT count(*) FROM proposal_files f WHERE f.proposal_id = p.id),
 	(SELECT coalesce(sum(length(CAST(f.content AS BLOB))), 0) FROM proposal_files f WHERE f.proposal_id = p.id),
 	coalesce((SELECT ins.state FROM installs ins WHERE ins.proposal_id = p.id), ''),
@@ -141,7 +163,7 @@ func scanProposal(row scanner) (Proposal, error) {
 	var created int64
 	var decided sql.NullInt64
 	err := row.Scan(&p.ID, &p.Project, &p.RoomID, &p.Kind, &p.Name, &p.RepositoryID, &p.VersionID,
-		&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID, &p.ProposedBy,
+		&p.IdempotencyKey, &p.ContentHash, &p.State, &created, &decided, &p.InstanceID, &p.ProposedBy, &p.DecidedVia,
 		&p.FileCount, &p.TotalBytes, &p.InstallState, &p.InstallError)
 	if err != nil {
 		return Proposal{}, err
@@ -321,7 +343,10 @@ func (d ProposalDetail) SortedPaths() []string {
 // decide runs one review transition of a pending proposal in a single write
 // transaction: body changes the rows, and the proposal is read back as it
 // now stands before the commit.
-func (s *Store) decide(ctx context.Context, verb, id string, body func(tx *sql.Tx, p Proposal) error) (Proposal, error) {
+func (s *Store) decide(ctx context.Context, verb, id, via string, body func(tx *sql.Tx, p Proposal) error) (Proposal, error) {
+	if len(via) > maxViaLen {
+		return Proposal{}, fmt.Errorf("rooms: %s proposal %q: decided via %q: longer than %d bytes", verb, id, relay.Clip(via, maxViaLen), maxViaLen)
+	}
 	unlock, err := s.lockWrite(ctx)
 	if err != nil {
 		return Proposal{}, err
@@ -342,6 +367,9 @@ func (s *Store) decide(ctx context.Context, verb, id string, body func(tx *sql.T
 	if err := body(tx, p); err != nil {
 		return Proposal{}, err
 	}
+	if _, err := tx.ExecContext(ctx, `UPDATE proposals SET decided_via = ? WHERE id = ?`, via, id); err != nil {
+		return Proposal{}, fmt.Errorf("rooms: %s proposal %q: %w", verb, id, err)
+	}
 	if p, err = s.proposal(ctx, tx, id); err != nil {
 		return Proposal{}, err
 	}
@@ -357,7 +385,21 @@ func (s *Store) decide(ctx context.Context, verb, id string, body func(tx *sql.T
 // (ErrContentChanged), so approving one set of files can never create an app
 // from another.
 func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Proposal, error) {
-	p, err := s.decide(ctx, "approve", id, func(tx *sql.Tx, p Proposal) error {
+	return s.Decide(ctx, id, Decision{Approve: true, ContentHash: contentHash})
+}
+
+// Decide approves (as ApproveProposal) or declines (as DeclineProposal)
+// pending proposal id, keeping d.Via with the decision in the same
+// transaction.
+func (s *Store) Decide(ctx context.Context, id string, d Decision) (Proposal, error) {
+	if d.Approve {
+		return s.approve(ctx, id, d.ContentHash, d.Via)
+	}
+	return s.decline(ctx, id, d.Via)
+}
+
+func (s *Store) approve(ctx context.Context, id, contentHash, via string) (Proposal, error) {
+	p, err := s.decide(ctx, "approve", id, via, func(tx *sql.Tx, p Proposal) error {
 		if contentHash != p.ContentHash {
 			return fmt.Errorf("rooms: approve proposal %q: %w: reviewed %q, stored %q; review it again",
 				id, ErrContentChanged, contentHash, p.ContentHash)
@@ -421,7 +463,11 @@ func (s *Store) ApproveProposal(ctx context.Context, id, contentHash string) (Pr
 // DeclineProposal discards a pending proposal's files. The proposal row stays
 // so its idempotency key remains spent.
 func (s *Store) DeclineProposal(ctx context.Context, id string) (Proposal, error) {
-	p, err := s.decide(ctx, "decline", id, func(tx *sql.Tx, _ Proposal) error {
+	return s.Decide(ctx, id, Decision{})
+}
+
+func (s *Store) decline(ctx context.Context, id, via string) (Proposal, error) {
+	p, err := s.decide(ctx, "decline", id, via, func(tx *sql.Tx, _ Proposal) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM proposal_files WHERE proposal_id = ?`, id); err != nil {
 			return fmt.Errorf("rooms: decline proposal %q: %w", id, err)
 		}

@@ -272,3 +272,44 @@ func TestConcurrentRetries(t *testing.T) {
 		t.Errorf("%d retries created a proposal, want exactly 1", fresh)
 	}
 }
+
+// TestDecisionKeepsItsVia: Decide keeps how the owner decided with the
+// decision (UnannouncedDecisions and GetProposal read it back); the review
+// page's ApproveProposal/DeclineProposal keep none; a via over the bound is
+// refused and the proposal stays pending.
+func TestDecisionKeepsItsVia(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	room := setupRoom(t, s, "p1")
+	a, _, err := s.CreateProposal(ctx, snippetProposal(room, timerFiles()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := s.CreateProposal(ctx, snippetProposal(room, map[string]string{"src/App.tsx": "export default () => 'b'"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(ctx, a.ID, Decision{Approve: true, ContentHash: a.ContentHash, Via: "x234567890abcdefg"}); err == nil {
+		t.Fatal("a via of 17 bytes was accepted")
+	}
+	got, err := s.Decide(ctx, a.ID, Decision{Approve: true, ContentHash: a.ContentHash, Via: "cli"})
+	if err != nil || got.State != ProposalApproved || got.DecidedVia != "cli" {
+		t.Fatalf("Decide = %+v, %v; want approved via cli", got, err)
+	}
+	if d, err := s.DeclineProposal(ctx, b.ID); err != nil || d.DecidedVia != "" {
+		t.Fatalf("DeclineProposal = %+v, %v; want no via", d, err)
+	}
+	un, err := s.UnannouncedDecisions(ctx)
+	if err != nil || len(un) != 2 {
+		t.Fatalf("UnannouncedDecisions = %+v, %v", un, err)
+	}
+	for _, p := range un {
+		if want := map[string]string{a.ID: "cli", b.ID: ""}[p.ID]; p.DecidedVia != want {
+			t.Errorf("%s read back via %q, want %q", p.ID, p.DecidedVia, want)
+		}
+	}
+	if d, err := s.GetProposal(ctx, a.ID); err != nil || d.DecidedVia != "cli" {
+		t.Errorf("GetProposal = %+v, %v; want via cli", d.Proposal, err)
+	}
+}

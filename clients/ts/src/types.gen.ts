@@ -55,6 +55,7 @@ export interface Status {
   boot_id: string;
 }
 
+/** one line of the event stream; x-event-data maps each type to the schema of its data (false: no data) */
 export interface AgentEvent<D = Record<string, unknown>> {
   seq: number;
   boot_id: string;
@@ -332,4 +333,34 @@ export interface ProviderSelectedData {
   provider: "app" | "builtin" | (string & {});
   pid?: number;
   exe?: string;
+}
+
+/** data of status: the agent's status after a connection-state change (GET status without provider, pending_proposals, api and boot_id) */
+export interface StatusEventData {
+  /** connecting, online, backoff, sleeping, needs_enrollment, stopped, error (clients must accept others) */
+  state: string;
+  hub: string;
+  device_id: string;
+  session_id?: string;
+  connected_since?: string;
+  last_error?: string;
+  last_error_at?: string;
+  next_retry_at?: string;
+  reconnects: number;
+  in_flight: number;
+  queued_events: number;
+  notes?: string[];
+  pid: number;
+  updated_at: string;
+}
+
+/** data of policy_changed: the enabled projects after a reload (API, CLI or a hand edit) and the policy file's revision (its ETag) */
+export interface PolicyChangedData {
+  projects: { project: string; commands: string[] }[];
+  revision: string;
+}
+
+/** data of resync: why the stream cannot resume where asked; a snapshot line follows */
+export interface ResyncData {
+  reason: string;
 }

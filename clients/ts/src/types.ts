@@ -17,6 +17,7 @@ export type {
   EnableRequest,
   HiddenReport,
   InstallChangedData,
+  PolicyChangedData,
   ProjectResponse,
   ProjectSpec,
   ProjectView,
@@ -29,8 +30,10 @@ export type {
   ProviderChangedData,
   ProviderState,
   RateInfo,
+  ResyncData,
   Snapshot,
   Status,
+  StatusEventData,
 } from "./types.gen.js";
 
 /** The agent's connection state: the values known today, others possible. */

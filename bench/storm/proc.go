@@ -117,6 +117,20 @@ func cpuSeconds(pid int) float64 {
 // heapBytes is the hub's Go heap in use from its /metrics, when it serves
 // one (admin token); 0 when it does not.
 func heapBytes(url, token string) int64 {
+	return int64(metric(url, token, "go_memstats_heap_inuse_bytes"))
+}
+
+// startMS is how long the hub's start took by its own account
+// (roomrelay_hub_start_seconds; 0 for a hub without it): under a storm the
+// bench's readyz poll waits in the listen backlog with every client's dial,
+// so its answer comes later than the hub was ready.
+func startMS(url, token string) int64 {
+	return int64(metric(url, token, "roomrelay_hub_start_seconds") * 1000)
+}
+
+// metric is one unlabelled series of the hub's /metrics (admin token); 0
+// when it has none.
+func metric(url, token, name string) float64 {
 	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
@@ -131,9 +145,9 @@ func heapBytes(url, token string) int64 {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int64(f)
+			return f
 		}
 	}
 	return 0

@@ -63,6 +63,7 @@ type Hub struct {
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	revoked  map[string]time.Time            // devices revoked lately (noteRevoked)
 
+	startTook    atomic.Int64 // nanoseconds from Run's start to ready (roomrelay_hub_start_seconds)
 	waitsParked  atomic.Int64 // WaitProposal calls waiting now
 	waitsStarted atomic.Int64 // ever, for tests
 	sessWG       sync.WaitGroup
@@ -167,7 +168,8 @@ func (h *Hub) staleAfter() time.Duration { return h.readDeadline() + h.cfg.Heart
 // dispatcher, closes Ready, and serves until ctx ends; then it drains
 // agents, waits for Handler's requests to end, and stops what it started.
 func (h *Hub) Run(ctx context.Context) (err error) {
-	deadline := time.Now().Add(h.cfg.StartupTimeout)
+	began := time.Now()
+	deadline := began.Add(h.cfg.StartupTimeout)
 	if h.cfg.DataDir != "" {
 		// In every mode: two hubs on one data dir share its admin token,
 		// its node name and (embedded) its JetStream store.
@@ -258,8 +260,9 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	h.setupWork.run(loopCtx, setupWorkers, &wg)
 
 	h.runCtx = ctx
+	h.startTook.Store(int64(time.Since(began)))
 	close(h.ready)
-	h.log.Info("hub ready", "nats", h.natsDesc())
+	h.log.Info("hub ready", "nats", h.natsDesc(), "took", time.Since(began).Round(time.Millisecond))
 
 	<-ctx.Done()
 

@@ -127,6 +127,10 @@ func newMetrics(h *Hub) *metrics {
 			Help: "Device records in this node's mirror of rr_devices (it starts empty with each new watch and fills on demand: devices that connected here, records changed since).",
 		}, func() float64 { return float64(h.devMirror.len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "roomrelay_hub_start_seconds",
+			Help: "How long this node's start took, from Run to ready (the embedded NATS server and its JetStream restore, the buckets, the watches).",
+		}, func() float64 { return time.Duration(h.startTook.Load()).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "roomrelay_hub_sessions",
 			Help: "Agent sessions on this node now (connected devices; a device taking over from an older session briefly counts twice).",
 		}, func() float64 { return float64(h.sessionCount()) }),

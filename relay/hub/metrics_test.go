@@ -327,3 +327,12 @@ func (f failingKV) Update(context.Context, string, []byte, uint64) (uint64, erro
 func (f failingKV) Create(context.Context, string, []byte, ...jetstream.KVCreateOpt) (uint64, error) {
 	return 0, *f.err
 }
+
+// TestMetricsStartSeconds: a ready node says how long its start took.
+func TestMetricsStartSeconds(t *testing.T) {
+	t.Parallel()
+	th := startHub(t, Config{})
+	if v := series(th.scrape(), "roomrelay_hub_start_seconds")[""]; v <= 0 {
+		t.Fatalf("roomrelay_hub_start_seconds = %v once ready, want > 0", v)
+	}
+}

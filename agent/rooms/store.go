@@ -138,9 +138,12 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("rooms: open %s: %w", path, err)
 	}
-	// A few connections: WAL lets reads run beside the single writer.
+	// A few connections: WAL lets reads run beside the single writer. All
+	// of them stay open once opened: with fewer idle than open, concurrent
+	// reads closed and reopened connections (each open runs the pragmas and
+	// prepares every statement again) under load.
 	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(2)
+	db.SetMaxIdleConns(4)
 	s := &Store{db: db, log: logger, now: time.Now, wsem: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()

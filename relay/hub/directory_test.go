@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,4 +227,36 @@ func TestDirectoryMirrorClaims(t *testing.T) {
 	if len(m.rooms) != 0 || len(m.devs) != 0 || m.room("p1", "shared") != nil {
 		t.Fatalf("left after every removal: rooms %v devs %v", m.rooms, m.devs)
 	}
+}
+
+// BenchmarkDirectoryMirrorMemory reports what the room directory's copy
+// holds per device with one room (decoded as the watch decodes it), the
+// memory every node spends per enrolled device, connected or not:
+//
+//	go test -run '^$' -bench DirectoryMirrorMemory -benchtime 1x ./relay/hub
+func BenchmarkDirectoryMirrorMemory(b *testing.B) {
+	const n = 10_000
+	now := time.Now().UTC()
+	var perDevice float64
+	for range b.N {
+		m := newMirror()
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		before := ms.HeapAlloc
+		for i := range n {
+			raw := mustJSON(roomRec{Project: "p1", RoomID: fmt.Sprintf("room-%d", i), Name: fmt.Sprintf("Room %d", i),
+				Device: fmt.Sprintf("dev-%016x", i), UpdatedAt: now})
+			var rec roomRec
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				b.Fatal(err)
+			}
+			m.put(rec)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		perDevice = float64(ms.HeapAlloc-before) / n
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(perDevice, "B/device")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/roomrelay/roomrelay/agent/daemon"
 	"github.com/roomrelay/roomrelay/agent/device"
 	"github.com/roomrelay/roomrelay/agent/power"
+	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/sandbox"
 )
 
@@ -37,12 +38,16 @@ Exits 3 when the hub refuses the device's token (revoked): enroll again.`,
 func setupRun(fs *flag.FlagSet, e *Env) Runner {
 	paths := pathFlags(fs, e)
 	noSandbox := fs.Bool("no-sandbox", false, "do not smoke-run approved snippets")
+	provInFlight := fs.Int("provider-in-flight", provider.DefaultMaxInFlight, "requests the agent has in flight to the desktop app at once (with `provider app` in the policy); more wait for a free slot until their deadline")
 	background := fs.Bool("background", false, "log to agent.log in the state dir instead of stderr and, on Windows, let go of the console window (how the Windows logon task starts the agent)")
 	rf := addRuntimeFlags(fs, e)
 	caFile := caFileFlag(fs, e)
 	return func(ctx context.Context, args []string) error {
 		if len(args) > 0 {
 			return usagef("run takes no arguments")
+		}
+		if *provInFlight < 1 || *provInFlight > provider.MaxMaxInFlight {
+			return usagef("--provider-in-flight must be from 1 to %d", provider.MaxMaxInFlight)
 		}
 		p, err := paths()
 		if err != nil {
@@ -63,7 +68,7 @@ func setupRun(fs *flag.FlagSet, e *Env) Runner {
 				e.Logger.Warn("could not let go of the console window", "err", err)
 			}
 			err = underServiceManager(ctx, e, logPath, func(ctx context.Context) error {
-				return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
+				return runAgent(ctx, e, p, rf, *caFile, !*noSandbox, *provInFlight)
 			})
 			if err == nil {
 				return nil
@@ -73,7 +78,7 @@ func setupRun(fs *flag.FlagSet, e *Env) Runner {
 			return silent(report(&Env{Stdout: io.Discard, Stderr: f}, &Command{Name: "run"}, fs, err))
 		}
 		return underServiceManager(ctx, e, logPath, func(ctx context.Context) error {
-			return runAgent(ctx, e, p, rf, *caFile, !*noSandbox)
+			return runAgent(ctx, e, p, rf, *caFile, !*noSandbox, *provInFlight)
 		})
 	}
 }
@@ -94,8 +99,8 @@ func openAgentLog(dir, path string) (*os.File, error) {
 
 // runAgent runs the device agent and its sleep watcher until ctx ends or the
 // hub refuses the device.
-func runAgent(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFile string, withSandbox bool) error {
-	d, pool, err := openDaemon(ctx, e, p, rf, caFile, withSandbox)
+func runAgent(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFile string, withSandbox bool, provInFlight int) error {
+	d, pool, err := openDaemon(ctx, e, p, rf, caFile, withSandbox, provInFlight)
 	if err != nil {
 		return err
 	}
@@ -144,7 +149,7 @@ func runAgent(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFi
 // openDaemon builds the device agent from the enrolled config, the token in
 // the credential store and, unless disabled, a sandbox pool. caFile (the
 // flag or env) overrides the CA file enroll recorded.
-func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFile string, withSandbox bool) (*daemon.Daemon, *sandbox.Pool, error) {
+func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, caFile string, withSandbox bool, provInFlight int) (*daemon.Daemon, *sandbox.Pool, error) {
 	cfg, err := device.LoadConfig(p)
 	if err != nil {
 		return nil, nil, err
@@ -170,6 +175,7 @@ func openDaemon(ctx context.Context, e *Env, p device.Paths, rf runtimeFlags, ca
 	dc := daemon.Config{ConfigDir: p.Config, StateDir: p.State, DataDir: p.Data,
 		HubURL: cfg.Hub, DeviceID: cfg.DeviceID, Token: token, Version: Version, OS: runtime.GOOS, Logger: e.Logger,
 		TLSConfig: tlsCfg, RuntimeDir: p.Runtime, SocketShortDir: socketShortDir(e), OAuth: device.OAuthApprover{Paths: p},
+		ProviderInFlight: provInFlight,
 		Enrolled: func() []string {
 			if c, err := device.LoadConfig(p); err == nil {
 				return c.Projects

@@ -50,6 +50,9 @@ type SmokeRunner interface {
 // Config is what the CLI hands the daemon.
 type Config struct {
 	ConfigDir, StateDir, DataDir string
+	// ProviderInFlight bounds the requests in flight to the desktop app
+	// (0: provider.DefaultMaxInFlight); `roomrelay run --provider-in-flight`.
+	ProviderInFlight int
 
 	HubURL, DeviceID, Token string
 	Version, OS             string

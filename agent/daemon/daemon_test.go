@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roomrelay/roomrelay/agent/provider"
 	"github.com/roomrelay/roomrelay/agent/rooms"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/sandbox"
@@ -182,5 +183,25 @@ func TestCallerIsKeptPrintable(t *testing.T) {
 		if got := caller(&relay.Command{Caller: in}); got != want {
 			t.Errorf("caller(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestProviderInFlightIsConfigured: the requests in flight to the desktop
+// app follow Config.ProviderInFlight (`roomrelay run --provider-in-flight`;
+// provider.TestRequestsInFlightAreBounded checks the bound), 8 unless set.
+func TestProviderInFlightIsConfigured(t *testing.T) {
+	t.Parallel()
+	if n := openTest(t).prov.MaxInFlight(); n != provider.DefaultMaxInFlight {
+		t.Errorf("default: %d requests in flight to the app, want 8", n)
+	}
+	dir := t.TempDir()
+	d, err := Open(context.Background(), Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
+		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t", ProviderInFlight: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if n := d.prov.MaxInFlight(); n != 32 {
+		t.Errorf("ProviderInFlight 32: %d requests in flight to the app", n)
 	}
 }

@@ -33,7 +33,8 @@ func (d *Daemon) source() provider.Rooms {
 // newProvider builds the provider server and the install queue.
 func (d *Daemon) newProvider() {
 	d.prov = provider.New(provider.Config{
-		Version: d.cfg.Version,
+		Version:     d.cfg.Version,
+		MaxInFlight: d.cfg.ProviderInFlight,
 		Projects: func() []string {
 			var ids []string
 			for _, pp := range d.policy.Load().Summary() {

@@ -70,9 +70,22 @@ type Config struct {
 	Heartbeat    time.Duration // ping interval (default 20 s); two silent intervals close
 	HelloTimeout time.Duration // default 10 s
 	MaxMessage   int64         // bytes per message (default 1 MiB)
-	MaxInFlight  int           // roomrelay → app requests at once (default 8)
+	MaxInFlight  int           // roomrelay → app requests at once (default DefaultMaxInFlight, at most MaxMaxInFlight)
 	Logger       *slog.Logger
 }
+
+// DefaultMaxInFlight is how many requests roomrelay has in flight to the
+// desktop app at once unless configured (`roomrelay run
+// --provider-in-flight`); a call beyond it waits for a free slot until its
+// deadline (never answered busy). MaxMaxInFlight bounds the setting: each
+// slot is a request the app holds.
+const (
+	DefaultMaxInFlight = 8
+	MaxMaxInFlight     = 1024
+)
+
+// MaxInFlight is the server's bound on requests in flight to the app.
+func (s *Server) MaxInFlight() int { return s.cfg.MaxInFlight }
 
 // Server accepts provider connections and forwards calls to the newest.
 type Server struct {
@@ -100,8 +113,9 @@ func New(cfg Config) *Server {
 		cfg.MaxMessage = 1 << 20
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 8
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	cfg.MaxInFlight = min(cfg.MaxInFlight, MaxMaxInFlight)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -57,9 +57,11 @@ func main() {
 	memAt := flag.String("mem", "1000,5000", "connected counts to measure hub memory at (those up to -agents; -agents itself always)")
 	heartbeat := flag.Duration("heartbeat", 25*time.Second, "hub --heartbeat (the default: idle agents as deployed)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "bound on the whole run")
+	settle := flag.Duration("settle", 0, "after the last -mem count, leave the agents idle this long and measure memory again (the runtime returns what the connects allocated over minutes)")
 	asJSON := flag.Bool("json", false, "print the report as JSON")
 	keep := flag.Bool("keep", false, "keep the work directory (hub log, data dir)")
 	flag.StringVar(&hubLogLevel, "log-level", "warn", "the hub's --log-level (info or debug time its start in the kept hub log: -keep)")
+	flag.StringVar(&hubEnv, "hub-env", "", "comma-separated KEY=VALUE added to the hub's environment (GOGC=50, GOMEMLIMIT=512MiB: the collector's headroom is most of RSS per agent)")
 	flag.StringVar(&hubBin, "bin", "", "run this prebuilt roomrelay (full build) as the hub instead of building cmd/roomrelay: an earlier commit's, or to skip a build that takes minutes on a loaded machine")
 	flag.Parse()
 	modes, err := parseModes(*restart)
@@ -76,7 +78,7 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := run(ctx, *agents, modes, marks, *heartbeat, *keep)
+	rep, err := run(ctx, *agents, modes, marks, *heartbeat, *settle, *keep)
 	if rep != nil {
 		if *asJSON {
 			enc := json.NewEncoder(os.Stdout)
@@ -129,11 +131,15 @@ var hubBin string
 // hubLogLevel is -log-level, the hub's.
 var hubLogLevel string
 
+// hubEnv is -hub-env, added to the hub's environment.
+var hubEnv string
+
 // Report is what a run measured (the -json output).
 type Report struct {
 	Agents       int     `json:"agents"`
 	Clients      string  `json:"clients"`
 	HubHeartbeat string  `json:"hub_heartbeat"`
+	HubEnv       string  `json:"hub_env,omitempty"`
 	NofileLimit  uint64  `json:"rlimit_nofile"`
 	CPUs         int     `json:"cpus"`
 	EnrollSecs   float64 `json:"enroll_seconds"`
@@ -162,6 +168,7 @@ type EnrolledPoint struct {
 // MemPoint is the hub's memory with Connected idle agents.
 type MemPoint struct {
 	Connected     int     `json:"connected"`
+	IdleSecs      float64 `json:"idle_seconds,omitempty"` // measured after the agents were idle this long (-settle)
 	RSSKiB        int64   `json:"rss_kib"`
 	PerAgentKiB   float64 `json:"per_agent_kib"` // (RSS - RSS at 0) / connected
 	HeapBytes     int64   `json:"heap_inuse_bytes,omitempty"`
@@ -205,11 +212,11 @@ type bench struct {
 	wg                        sync.WaitGroup
 }
 
-func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time.Duration, keep bool) (*Report, error) {
+func run(ctx context.Context, n int, modes []string, marks []int, heartbeat, settle time.Duration, keep bool) (*Report, error) {
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("linux only (it reads /proc)")
 	}
-	rep := &Report{Agents: n, HubHeartbeat: heartbeat.String(), CPUs: runtime.NumCPU(),
+	rep := &Report{Agents: n, HubHeartbeat: heartbeat.String(), HubEnv: hubEnv, CPUs: runtime.NumCPU(),
 		Clients: "raw protocol clients (real websocket, hello/welcome, pings, drain, the agent's full-jitter backoff 1s..60s), not full agents"}
 	rep.NofileLimit = raiseNofile()
 	if need := uint64(n + 512); rep.NofileLimit < need {
@@ -308,6 +315,25 @@ func run(ctx context.Context, n int, modes []string, marks []int, heartbeat time
 		}
 		rep.Memory = append(rep.Memory, mp)
 		logf("%d connected: hub RSS %d KiB (%.1f KiB per agent)", k, rss, mp.PerAgentKiB)
+	}
+	if settle > 0 {
+		// Right after the ramp RSS still holds what the connects allocated
+		// (the runtime returns freed pages to the OS over minutes): the
+		// same count again once the agents were idle for settle.
+		k := marks[len(marks)-1]
+		logf("idle for %s", settle)
+		select {
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		case <-time.After(settle):
+		}
+		rss, heap := b.settledRSS(ctx), heapBytes(b.url, adminToken)
+		mp := MemPoint{Connected: k, IdleSecs: settle.Seconds(), RSSKiB: rss, PerAgentKiB: float64(rss-base) / float64(k), HeapBytes: heap}
+		if heap > 0 && baseHeap > 0 {
+			mp.PerAgentHeapB = float64(heap-baseHeap) / float64(k)
+		}
+		rep.Memory = append(rep.Memory, mp)
+		logf("%d connected, idle %s: hub RSS %d KiB (%.1f KiB per agent)", k, settle, rss, mp.PerAgentKiB)
 	}
 
 	for _, mode := range modes {
@@ -504,6 +530,9 @@ func (b *bench) storm(ctx context.Context, mode string) (StormPoint, error) {
 
 func (r *Report) print() {
 	fmt.Printf("\nroomrelay reconnect storm: %d %s\n", r.Agents, r.Clients)
+	if r.HubEnv != "" {
+		fmt.Printf("hub environment: %s\n", r.HubEnv)
+	}
 	fmt.Printf("hub heartbeat %s, RLIMIT_NOFILE %d, %d CPUs, enrollment of %d devices %.1fs\n\n", r.HubHeartbeat, r.NofileLimit, r.CPUs, r.Agents, r.EnrollSecs)
 	e := r.Enrolled
 	fmt.Printf("hub restarted with %d devices enrolled and none connected: ready in %s (its start: %s); heap %.1f MiB (empty hub %.1f MiB): %.0f B per enrolled device; RSS %.0f B per device\n\n",
@@ -518,7 +547,11 @@ func (r *Report) print() {
 		if m.PerAgentHeapB > 0 {
 			per = fmt.Sprintf("%.1f KiB", m.PerAgentHeapB/1024)
 		}
-		fmt.Printf("| %d | %.1f MiB | %.1f KiB | %s | %s |\n", m.Connected, float64(m.RSSKiB)/1024, m.PerAgentKiB, heap, per)
+		count := strconv.Itoa(m.Connected)
+		if m.IdleSecs > 0 {
+			count += fmt.Sprintf(" (idle %.0f s)", m.IdleSecs)
+		}
+		fmt.Printf("| %s | %.1f MiB | %.1f KiB | %s | %s |\n", count, float64(m.RSSKiB)/1024, m.PerAgentKiB, heap, per)
 	}
 	if len(r.Storms) == 0 {
 		return

@@ -35,6 +35,11 @@ func startHub(bin, home, logPath string, args []string) (*hubProc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"HOME=" + home, "ROOMRELAY_HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	for kv := range strings.SplitSeq(hubEnv, ",") {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

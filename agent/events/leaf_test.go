@@ -2,6 +2,7 @@ package events
 
 import (
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -11,6 +12,9 @@ import (
 // import it.
 func TestLeaf(t *testing.T) {
 	t.Parallel()
+	if _, err := exec.LookPath("go"); err != nil && runtime.GOOS == "windows" {
+		t.Skip("runs go list, and the Go toolchain is not in the Windows (Wine) environment; CI runs this guard on Linux")
+	}
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)

@@ -31,22 +31,11 @@ func summarize(tree goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 			return
 		}
 		if o.ClassName() == "Array" {
-			n := int(o.Get("length").ToInteger())
-			for i := 0; i < n && i < 10_000; i++ {
-				walk(o.Get(strconv.Itoa(i)), depth+1)
-			}
+			eachItem(o, func(v goja.Value) { walk(v, depth+1) })
 			return
 		}
 		if t := exportString(o.Get("type")); t != "" {
-			s.Elements[t]++
-			s.ElementCount++
-			if props, ok := o.Get("props").(*goja.Object); ok {
-				if h := props.Get("onClick"); h != nil {
-					if _, ok := goja.AssertFunction(h); ok {
-						handlers = append(handlers, h)
-					}
-				}
-			}
+			handlers = countElement(s, handlers, t, o)
 		}
 		walk(o.Get("children"), depth+1)
 	}
@@ -66,13 +55,8 @@ func summarizeHost(children goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 	var handlers []goja.Value
 	var node func(v goja.Value, depth int)
 	list := func(v goja.Value, depth int) {
-		o, ok := v.(*goja.Object)
-		if !ok || o.ClassName() != "Array" || depth > 200 {
-			return
-		}
-		n := int(o.Get("length").ToInteger())
-		for i := 0; i < n && i < 10_000; i++ {
-			node(o.Get(strconv.Itoa(i)), depth+1)
+		if o, ok := v.(*goja.Object); ok && o.ClassName() == "Array" && depth <= 200 {
+			eachItem(o, func(v goja.Value) { node(v, depth+1) })
 		}
 	}
 	node = func(v goja.Value, depth int) {
@@ -93,18 +77,33 @@ func summarizeHost(children goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 			if t == "" {
 				return
 			}
-			s.Elements[t]++
-			s.ElementCount++
-			if props, ok := o.Get("props").(*goja.Object); ok {
-				if h := props.Get("onClick"); h != nil {
-					if _, ok := goja.AssertFunction(h); ok {
-						handlers = append(handlers, h)
-					}
-				}
-			}
+			handlers = countElement(s, handlers, t, o)
 			list(o.Get("children"), depth+1)
 		}
 	}
 	list(children, -1)
 	return s, handlers
+}
+
+// countElement counts one host element of type t in s and appends its
+// onClick handler, if it has one, to handlers: the same for both walks.
+func countElement(s *sandbox.RenderSummary, handlers []goja.Value, t string, o *goja.Object) []goja.Value {
+	s.Elements[t]++
+	s.ElementCount++
+	if props, ok := o.Get("props").(*goja.Object); ok {
+		if h := props.Get("onClick"); h != nil {
+			if _, ok := goja.AssertFunction(h); ok {
+				handlers = append(handlers, h)
+			}
+		}
+	}
+	return handlers
+}
+
+// eachItem calls f on an array's items, the first 10,000 at most.
+func eachItem(o *goja.Object, f func(goja.Value)) {
+	n := int(o.Get("length").ToInteger())
+	for i := 0; i < n && i < 10_000; i++ {
+		f(o.Get(strconv.Itoa(i)))
+	}
 }

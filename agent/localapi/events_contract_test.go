@@ -56,15 +56,7 @@ func eventSamples() []events.Payload {
 // define; ping has no data.
 func TestEventsMatchTheContract(t *testing.T) {
 	t.Parallel()
-	var doc struct {
-		Components struct {
-			Schemas map[string]map[string]any `json:"schemas"`
-		} `json:"components"`
-	}
-	if err := json.Unmarshal(localapi.OpenAPI(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	schemas := doc.Components.Schemas
+	schemas := componentSchemas(t)
 	dataOf, _ := schemas["Event"]["x-event-data"].(map[string]any)
 	var documented []string
 	for typ := range dataOf {

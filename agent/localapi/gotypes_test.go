@@ -80,13 +80,9 @@ type (
 	}
 )
 
-// TestComponentsMatchGoTypes: every component schema of openapi.json has
-// exactly the properties of its Go type, nested objects written inline
-// included (and those with a component of their own through their
-// reference); what the document requires the Go type always sends, and
-// (in what the agent sends) what the Go type always sends the document
-// requires; a property's JSON type is one its Go type encodes to.
-func TestComponentsMatchGoTypes(t *testing.T) {
+// componentSchemas is openapi.json's components/schemas, by name.
+func componentSchemas(t *testing.T) map[string]map[string]any {
+	t.Helper()
 	var doc struct {
 		Components struct {
 			Schemas map[string]map[string]any `json:"schemas"`
@@ -95,17 +91,28 @@ func TestComponentsMatchGoTypes(t *testing.T) {
 	if err := json.Unmarshal(localapi.OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	for name := range doc.Components.Schemas {
+	return doc.Components.Schemas
+}
+
+// TestComponentsMatchGoTypes: every component schema of openapi.json has
+// exactly the properties of its Go type, nested objects written inline
+// included (and those with a component of their own through their
+// reference); what the document requires the Go type always sends, and
+// (in what the agent sends) what the Go type always sends the document
+// requires; a property's JSON type is one its Go type encodes to.
+func TestComponentsMatchGoTypes(t *testing.T) {
+	schemas := componentSchemas(t)
+	for name := range schemas {
 		if goTypes[name] == nil {
 			t.Errorf("component %s has no Go type in goTypes: name the type the handlers encode", name)
 		}
 	}
 	c := jsonshape.Checker{Resolve: func(ref string) (map[string]any, bool) {
-		s, ok := doc.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
+		s, ok := schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
 		return s, ok
 	}}
 	for name, typ := range goTypes {
-		s := doc.Components.Schemas[name]
+		s := schemas[name]
 		if s == nil {
 			t.Errorf("goTypes names %s, which openapi.json does not define", name)
 			continue

@@ -104,6 +104,19 @@ func TestRunRefusesWhenNotEnrolled(t *testing.T) {
 	}
 }
 
+// TestRunRefusesProviderInFlightOutOfRange: --provider-in-flight is a
+// usage error outside 1 to provider.MaxMaxInFlight, named in the message,
+// before anything else is looked at.
+func TestRunRefusesProviderInFlightOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"0", "-1", "1025"} {
+		code, _, errs := run(t, nil, "run", "--home", t.TempDir(), "--provider-in-flight", n)
+		if code != ExitUsage || !strings.Contains(errs, "--provider-in-flight must be from 1 to 1024") {
+			t.Errorf("--provider-in-flight %s: exit %d, %s", n, code, errs)
+		}
+	}
+}
+
 // TestEnableVerbs: --allow adds, --deny removes, --only replaces, a plain
 // enable keeps what the project had, and the output names the change.
 func TestEnableVerbs(t *testing.T) {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,5 +48,34 @@ func TestAuditHeadIsAnnounced(t *testing.T) {
 	d.announceAuditHead(ctx) // within auditHeadEvery: not again
 	if d.anchor.sent != want {
 		t.Fatalf("announced again within %v: %+v", auditHeadEvery, d.anchor.sent)
+	}
+}
+
+// TestAuditHeadWithoutATick: where inotify replaces housekeep's minute
+// tick, a command's audit line still reaches the hub as an audit_head event
+// (the line arms a one-shot timer), and an idle agent arms none.
+func TestAuditHeadWithoutATick(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := Open(ctx, Config{ConfigDir: filepath.Join(dir, "c"), StateDir: filepath.Join(dir, "s"), DataDir: filepath.Join(dir, "d"),
+		HubURL: "http://127.0.0.1:1", DeviceID: "dev-test", Token: "t", auditEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	done := make(chan struct{})
+	go func() { defer close(done); d.housekeep(ctx) }()
+	defer func() { cancel(); <-done }()
+	for want := int64(1); want <= 2; want++ {
+		d.record(&relay.Command{ID: fmt.Sprint("c", want), Name: relay.CmdReadRoom, ProjectID: "p1"}, &relay.Result{}, time.Millisecond, false)
+		deadline := time.Now().Add(10 * time.Second)
+		for d.stats.auditHeads.Load() < want {
+			if time.Now().After(deadline) {
+				t.Fatalf("audit line %d written; %d audit_head events queued, want %d", want, d.stats.auditHeads.Load(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }

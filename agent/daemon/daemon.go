@@ -76,6 +76,8 @@ type Config struct {
 	// pollOnly makes housekeep poll every Tick even where inotify exists:
 	// tests run macOS's and Windows' path on Linux with it.
 	pollOnly bool
+	// auditEvery replaces auditHeadEvery in tests.
+	auditEvery time.Duration
 	// Agent lets tests adjust the agent's settings (clock, backoff).
 	Agent func(*agent.Config)
 	// Notifier tells the desktop user a proposal waits for review (unless
@@ -110,16 +112,21 @@ type Config struct {
 
 // Daemon is one running device agent.
 type Daemon struct {
-	cfg     Config
-	log     *slog.Logger
-	agent   *agent.Agent
-	store   *rooms.Store
-	audit   *audit.Log
-	anchor  auditAnchor // what the hub was last told of the audit head (Run's goroutine)
-	limiter *allowlist.Limiter
-	lock    *os.File // the state dir's lock, held while open
-	damaged string   // why the rooms store failed its check at open; "" if it passed
-	notes   *notify.Queue
+	cfg    Config
+	log    *slog.Logger
+	agent  *agent.Agent
+	store  *rooms.Store
+	audit  *audit.Log
+	anchor auditAnchor // what the hub was last told of the audit head (Run's goroutine)
+	// auditMoved is signalled (never blocking) after an audit line is
+	// written, so housekeep arms its audit_head timer only when there is a
+	// head to announce: an idle agent keeps no minute tick for it.
+	auditMoved   chan struct{}
+	auditWritten atomic.Uint64 // the seq of the last audit line written
+	limiter      *allowlist.Limiter
+	lock         *os.File // the state dir's lock, held while open
+	damaged      string   // why the rooms store failed its check at open; "" if it passed
+	notes        *notify.Queue
 
 	prov      *provider.Server    // the desktop app's websocket (agent/localapi mounts it)
 	app       *provider.App       // reads through the connected app
@@ -146,12 +153,18 @@ type Daemon struct {
 	dirMu   sync.Mutex
 	lastDir []relay.RoomEntry // the directory last queued for the hub; nil: unknown, or a hello went out since
 
-	stats struct{ policyLoads, decisionQueries atomic.Int64 }
+	stats struct{ policyLoads, decisionQueries, auditHeads atomic.Int64 }
 }
 
 // decisionRecheck bounds how long a decision could wait if a store change
 // slipped past the file-stamp check (same size and mtime).
 const decisionRecheck = time.Minute
+
+// safetyNet is housekeep's tick where inotify tells it of every change: a
+// look at the policy and the store in case an event was lost (an inotify
+// queue overflow). Every timer expiry of an idle agent costs its process a
+// burst of the runtime's sysmon wakeups (bench/idle), so it is rare.
+const safetyNet = 10 * time.Minute
 
 // Open opens the stores and builds the agent; Run starts it.
 func Open(ctx context.Context, cfg Config) (*Daemon, error) {
@@ -170,7 +183,7 @@ func Open(ctx context.Context, cfg Config) (*Daemon, error) {
 		cfg.Notifier = notify.Desktop(notify.Config{})
 	}
 	d := &Daemon{cfg: cfg, log: cfg.Logger, limiter: allowlist.NewLimiter(time.Now),
-		smokeCh: make(chan rooms.Proposal, 16), smoking: map[string]bool{},
+		smokeCh: make(chan rooms.Proposal, 16), smoking: map[string]bool{}, auditMoved: make(chan struct{}, 1),
 		notes: notify.NewQueue(notify.QueueConfig{Notifier: cfg.Notifier, Logger: cfg.Logger}),
 		ring:  localapi.NewEvents("", 0)}
 	d.pub = d.ring
@@ -331,7 +344,7 @@ func (d *Daemon) housekeep(ctx context.Context) {
 	if err != nil {
 		d.log.Debug("polling for policy and review changes", "every", every, "reason", err)
 	} else {
-		every = decisionRecheck // a safety net only
+		every = safetyNet
 		changes = w.C()
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -351,6 +364,9 @@ func (d *Daemon) housekeep(ctx context.Context) {
 	// became visible after the look.
 	settle := time.After(settleSteps[0])
 	step := 0
+	// The audit_head timer runs only while a moved head waits for its
+	// announcement (at most one per auditHeadEvery).
+	var auditDue <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -358,6 +374,16 @@ func (d *Daemon) housekeep(ctx context.Context) {
 		case <-t.C:
 			d.poke(ctx, false)
 			d.announceAuditHead(ctx)
+		case <-d.auditMoved:
+			if wait, ok := d.auditDelay(); ok && auditDue == nil {
+				auditDue = time.After(wait)
+			}
+		case <-auditDue:
+			auditDue = nil
+			d.announceAuditHead(ctx)
+			if wait, ok := d.auditDelay(); ok {
+				auditDue = time.After(wait) // not durable yet, or failed to queue
+			}
 		case <-changes:
 			d.poke(ctx, true)
 			step = 0

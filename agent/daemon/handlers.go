@@ -58,8 +58,10 @@ func (d *Daemon) record(cmd *relay.Command, res *relay.Result, dur time.Duration
 	if relay.ReadOnlyCommand(cmd.Name) {
 		appendLine = d.audit.AppendGrouped
 	}
-	if _, err := appendLine(e); err != nil {
+	if written, err := appendLine(e); err != nil {
 		d.log.Error("audit append failed", "command", cmd.ID, "err", err)
+	} else {
+		d.noteAuditMoved(written.Seq)
 	}
 	d.publishCommand(cmd, e) // after its audit line
 }

@@ -90,7 +90,12 @@
 //
 // Presence is written only by the node holding the socket, with
 // compare-and-set on the revision it last wrote, so a stale session never
-// overwrites a newer one; it is refreshed every heartbeat, and a reader treats
-// a record not refreshed within the read deadline plus a heartbeat as offline
-// (its node died).
+// overwrites a newer one. A crashed node's devices read offline by node
+// liveness (nodes.go); a live node writes offline when a socket ends and
+// retries a failed write every heartbeat. An online record is refreshed
+// every 10 minutes (presenceRefresh), not every heartbeat, and a reader
+// treats one not refreshed within the bound it carries as offline (its
+// writer vanished with no liveness record to tell). While online its
+// last_seen is as old as its last write; an offline record's is the last
+// frame's.
 package hub

@@ -62,6 +62,9 @@ type Hub struct {
 	byDev    map[string][]*session           // by device id (usually one)
 	bySub    map[*nats.Subscription]*session // command subscription → session
 	revoked  map[string]time.Time            // devices revoked lately (noteRevoked)
+	// unwritten: ended sessions whose offline write failed, by device,
+	// written again each heartbeat (retryOffline)
+	unwritten map[string]offlineRetry
 
 	startTook    atomic.Int64 // nanoseconds from Run's start to ready (roomrelay_hub_start_seconds)
 	waitsParked  atomic.Int64 // WaitProposal calls waiting now
@@ -422,9 +425,9 @@ func (h *Hub) allSessions() []*session {
 	return out
 }
 
-// refreshLoop rewrites each local session's presence every heartbeat (so
-// other nodes can tell a crashed node from a live one) and drops pending
-// commands whose requester has long given up.
+// refreshLoop, every heartbeat: rewrites the presence of local sessions
+// whose record is presenceRefresh old, writes again the offline records
+// that failed, and drops pending commands whose requester has long given up.
 func (h *Hub) refreshLoop(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Heartbeat)
 	defer t.Stop()
@@ -434,14 +437,19 @@ func (h *Hub) refreshLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, s := range h.allSessions() {
-			if ctx.Err() != nil {
-				return
-			}
-			s.refreshPresence(ctx)
-			s.sweepPending()
-		}
+		h.refreshTick(ctx)
 	}
+}
+
+func (h *Hub) refreshTick(ctx context.Context) {
+	for _, s := range h.allSessions() {
+		if ctx.Err() != nil {
+			return
+		}
+		s.refreshPresence(ctx)
+		s.sweepPending()
+	}
+	h.retryOffline(ctx)
 }
 
 // natsLogger sends the embedded server's logs to slog.

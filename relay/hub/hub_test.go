@@ -195,9 +195,10 @@ func TestStaleRecordFromDeadNodeReadsOffline(t *testing.T) {
 	a := dialAgent(t, th.wsURL(), tok, dev)
 	a.serve(echoHandler)
 	th.waitState(dev, hubapi.StateOnline)
-	// Nothing refreshed the record for longer than read deadline + grace,
-	// as when the node holding the socket dies.
-	now.Add(int64(4 * time.Minute))
+	// Nothing refreshed the record for longer than its bound (the refresh
+	// interval, a heartbeat and the read deadline plus grace), as when the
+	// node holding the socket dies and no liveness record tells of it.
+	now.Add(int64(th.Hub.presenceStaleAfter() + time.Minute))
 	p := th.presence(dev)
 	if p.State != hubapi.StateOffline || p.LastSeen.IsZero() {
 		t.Fatalf("stale record reads %+v, want offline with last_seen", p)

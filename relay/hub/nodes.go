@@ -14,9 +14,9 @@ import (
 
 // Node liveness: every node rewrites its record in rr_nodes each NodeBeat
 // and every node watches the bucket, so a crashed node is known dead after
-// nodeDeadBeats missed beats — seconds, where the per-device presence
-// refresh (a heartbeat plus the read deadline) takes over a minute. Its
-// devices then read offline, and commands in flight to it fail at once.
+// nodeDeadBeats missed beats — seconds, where a device's presence record
+// goes stale only after its refresh interval (10 minutes). Its devices then
+// read offline, and commands in flight to it fail at once.
 
 // nodeDeadBeats is how many beats a node may miss before it is dead.
 const nodeDeadBeats = 4
@@ -50,7 +50,7 @@ var kvUnsafeRe = regexp.MustCompile(`[^A-Za-z0-9_=-]`)
 
 // dead reports whether node is known dead, and since when. A node never
 // heard of is not known dead: it may predate liveness records, and the
-// presence refresh still judges its devices.
+// staleness bound its presence records carry still judges its devices.
 func (t *nodeTable) dead(node string, now time.Time) (bool, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

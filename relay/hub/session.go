@@ -395,15 +395,16 @@ func (s *session) end(readErr error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	lastSeen := time.Unix(0, s.lastSeen.Load()).UTC()
-	err := s.writePresence(ctx, func(p *presenceRec) {
-		p.State, p.Since, p.LastSeen = hubapi.StateOffline, s.h.cfg.Now().UTC(), lastSeen
-	})
+	lastSeen, endedAt := time.Unix(0, s.lastSeen.Load()).UTC(), s.h.cfg.Now().UTC()
+	err := s.writeOffline(ctx, endedAt, lastSeen)
 	// The presence record carries last_seen (the device view takes the
 	// later of it and the device record's): the device record is written
 	// only when presence could not be, so a disconnect costs one KV write
 	// (a drain of thousands of sessions, thousands, not three times that).
 	if err != nil && !errors.Is(err, errPresenceLost) {
+		if !errors.Is(err, errNeverOnline) {
+			s.h.noteOfflineUnwritten(offlineRetry{s: s, at: endedAt, lastSeen: lastSeen})
+		}
 		if _, err := s.h.st.updateDevice(ctx, s.dev, func(d *deviceRec) error {
 			if lastSeen.After(d.LastSeen) {
 				d.LastSeen = lastSeen

@@ -1,0 +1,124 @@
+package hub
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/roomrelay/roomrelay/relay/hubapi"
+)
+
+// presenceWrites counts the writes to dev's presence key that w saw, up to
+// the key's current revision.
+func presenceWrites(t *testing.T, th *testHub, w jetstream.KeyWatcher, dev string, from uint64) int {
+	t.Helper()
+	e, err := th.Hub.st.presence.Get(context.Background(), dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rev := from; rev < e.Revision(); {
+		select {
+		case u := <-w.Updates():
+			if u == nil {
+				continue
+			}
+			n, rev = n+1, u.Revision()
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the watch delivered %d writes, none up to revision %d", n, e.Revision())
+		}
+	}
+	return n
+}
+
+// TestPresenceNotRewrittenEveryHeartbeat: a connected idle device's presence
+// record is written at connect and then once per presenceRefresh, not every
+// heartbeat (node liveness tells a crashed node's devices apart; the
+// per-heartbeat rewrite was most of an idle node's KV writes and garbage),
+// and it reads online all along. The test drives the heartbeat ticks itself
+// on a fake clock. Checked failing with the per-heartbeat rewrite back
+// (refreshDue always true: 48 writes).
+func TestPresenceNotRewrittenEveryHeartbeat(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	// The hub's own tick never comes within the test.
+	th := startHub(t, Config{Heartbeat: time.Hour, Now: clock})
+	dev, tok := th.enroll("p1")
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+
+	ctx := context.Background()
+	e, err := th.Hub.st.presence.Get(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := th.Hub.st.presence.Watch(ctx, dev, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	const beat = 25 * time.Second // the default heartbeat
+	ticks := int(2 * presenceRefresh / beat)
+	for i := range ticks {
+		now.Add(int64(beat))
+		th.Hub.refreshTick(ctx)
+		if p := th.presence(dev); p.State != hubapi.StateOnline {
+			t.Fatalf("after %d heartbeats the connected device reads %s", i+1, p.State)
+		}
+	}
+	if got := presenceWrites(t, th, w, dev, e.Revision()); got != 2 {
+		t.Fatalf("%d presence writes over %d heartbeats (%s), want 2 (one per %s)", got, ticks, time.Duration(ticks)*beat, presenceRefresh)
+	}
+}
+
+// TestFailedOfflineWriteIsRetried: when the offline write at a session's
+// end fails (here: the presence stream refuses every message as too
+// large), the record still says online; the next heartbeat tick writes it
+// again, and the device reads offline. Checked failing without the retry
+// (noteOfflineUnwritten a no-op).
+func TestFailedOfflineWriteIsRetried(t *testing.T) {
+	t.Parallel()
+	th := startHub(t, Config{Heartbeat: time.Hour})
+	dev, tok := th.enroll("p1")
+	a := dialAgent(t, th.wsURL(), tok, dev)
+	a.serve(echoHandler)
+	th.waitState(dev, hubapi.StateOnline)
+
+	ctx := context.Background()
+	stream, err := th.Hub.js.Stream(ctx, "KV_"+bucketPresence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setMaxMsgSize := func(n int32) {
+		t.Helper()
+		cfg := stream.CachedInfo().Config
+		cfg.MaxMsgSize = n
+		if _, err := th.Hub.js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatalf("set the presence stream's max message size to %d: %v", n, err)
+		}
+	}
+	setMaxMsgSize(16)
+	a.conn.Close()
+	waitFor(t, "the session ended", func() bool { return len(th.Hub.localSessions(dev)) == 0 })
+	if p := th.presence(dev); p.State != hubapi.StateOnline {
+		t.Fatalf("with the offline write refused the device reads %s; the test needs the write to fail", p.State)
+	}
+	setMaxMsgSize(-1)
+	th.Hub.refreshTick(ctx)
+	if p := th.presence(dev); p.State != hubapi.StateOffline || p.LastSeen.IsZero() {
+		t.Fatalf("after the next tick the ended session's device reads %+v, want offline with last_seen", p)
+	}
+	th.Hub.mu.Lock()
+	left := len(th.Hub.unwritten)
+	th.Hub.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d offline writes still waiting after they landed", left)
+	}
+}

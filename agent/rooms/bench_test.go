@@ -37,6 +37,16 @@ func BenchmarkReads(b *testing.B) {
 			}
 		}
 	})
+	// What a read costs when something was committed since the last one
+	// (the summary cache misses).
+	b.Run("ReadRoomAfterWrite", func(b *testing.B) {
+		for b.Loop() {
+			s.rc.wrote()
+			if _, err := s.ReadRoom(ctx, "p1", r.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("ListRoomApps50", func(b *testing.B) {
 		for b.Loop() {
 			p, err := s.ListRoomApps(ctx, "p1", r.ID, 50, "")

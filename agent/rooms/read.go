@@ -163,7 +163,16 @@ func (s *Store) prepare(ctx context.Context) error {
 
 // ReadRoom returns the Room's identity, its number of apps and of proposals
 // waiting for review.
+// While nothing was committed since a room was read, its summary comes
+// from the cache (roomcache.go) without a query.
 func (s *Store) ReadRoom(ctx context.Context, projectID, roomID string) (RoomSummary, error) {
+	k := roomKey{projectID, roomID}
+	st, cached := s.rc.current()
+	if cached {
+		if r, ok := s.rc.get(st, k); ok {
+			return r, nil
+		}
+	}
 	var r RoomSummary
 	err := s.stReadRoom.QueryRowContext(ctx, roomID, projectID).
 		Scan(&r.ID, &r.Name, &r.Project, &r.AppCount, &r.PendingProposals)
@@ -174,6 +183,9 @@ func (s *Store) ReadRoom(ctx context.Context, projectID, roomID string) (RoomSum
 		return RoomSummary{}, fmt.Errorf("rooms: read room %q: %w", roomID, err)
 	}
 	r.Kind = "local"
+	if cached {
+		s.rc.put(st, k, r)
+	}
 	return r, nil
 }
 

@@ -101,6 +101,13 @@ type Store struct {
 
 	dvMu sync.Mutex
 	dv   *sql.Conn // the connection CommitCounter asks; nil until first asked
+
+	// rc keeps read_room's summaries while nothing was committed
+	// (roomcache.go). pin is a connection held open for the store's
+	// life, so SQLite never deletes the wal-index rc maps (it does when
+	// its last connection closes).
+	rc  roomCache
+	pin *sql.Conn
 }
 
 var (
@@ -142,8 +149,9 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	// of them stay open once opened: with fewer idle than open, concurrent
 	// reads closed and reopened connections (each open runs the pragmas and
 	// prepares every statement again) under load.
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
+	// One more is pinned for the wal-index (openCache).
+	db.SetMaxOpenConns(5)
+	db.SetMaxIdleConns(5)
 	s := &Store{db: db, log: logger, now: time.Now, wsem: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -153,7 +161,35 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		db.Close()
 		return nil, err
 	}
+	if err := s.openCache(ctx, path); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// openCache pins a connection and maps the wal-index for the room summary
+// cache. Without the map the cache stays off (every read asks SQLite):
+// that is logged, not an error.
+func (s *Store) openCache(ctx context.Context, path string) error {
+	pin, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("rooms: open %s: %w", path, err)
+	}
+	s.pin = pin
+	// The pinned connection is in WAL mode and has the wal-index open
+	// once it has read: a query makes sure the file exists before it is
+	// mapped.
+	var v int
+	if err := pin.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("rooms: open %s: %w", path, err)
+	}
+	w, err := openWALIndex(path)
+	s.rc.wal = w // kept even unmapped: Close closes its file after SQLite's
+	if err != nil {
+		s.log.Debug("rooms: read_room summaries are not cached", "err", err)
+	}
+	return nil
 }
 
 // CommitCounter returns SQLite's data_version as one connection of this
@@ -190,7 +226,12 @@ func (s *Store) Close() error {
 		s.dv = nil
 	}
 	s.dvMu.Unlock()
-	if err := s.db.Close(); err != nil {
+	if s.pin != nil {
+		s.pin.Close()
+	}
+	err := s.db.Close()
+	s.rc.wal.close() // after SQLite let go of the file: see walIndex.f
+	if err != nil {
 		return fmt.Errorf("rooms: close: %w", err)
 	}
 	return nil
@@ -325,7 +366,9 @@ func (s *Store) IntegrityCheck(ctx context.Context) error {
 func (s *Store) lockWrite(ctx context.Context) (func(), error) {
 	select {
 	case s.wsem <- struct{}{}:
-		return func() { <-s.wsem }, nil
+		// Called after the write committed (or failed): the read_room
+		// cache stamps with the generation this bumps.
+		return func() { s.rc.wrote(); <-s.wsem }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("rooms: wait to write: %w", ctx.Err())
 	}

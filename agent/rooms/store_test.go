@@ -18,6 +18,10 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(crashWriterEnv); path != "" {
 		os.Exit(crashWriter(path))
 	}
+	// TestReadRoomSeesEveryCommit runs it as a writer in another process.
+	if spec := os.Getenv(addAppEnv); spec != "" {
+		os.Exit(addAppChild(spec))
+	}
 	os.Exit(m.Run())
 }
 

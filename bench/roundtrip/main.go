@@ -10,17 +10,22 @@
 //     with no hub logic at all;
 //   - mcp: the same hub and real agent as full, through the hub's MCP front
 //     (go-sdk client, stateless streamable HTTP, a client token, the room
-//     found in the hub's directory).
+//     found in the hub's directory);
+//   - mcpthin: the same MCP tools/call as mcp, the go-sdk client's own
+//     request replayed as a plain HTTP POST (a thin MCP client), so that
+//     mcp ÷ mcpthin is the client library's cost and mcpthin ÷ full the
+//     hub's MCP front's.
 //
 // It prints medians of -rounds rounds (p50 latency, throughput, errors) and
 // the ratios the performance goals are stated in: full ÷ hub (the real
-// agent's cost) and mcp ÷ full (the MCP front's cost).
+// agent's cost) and mcp ÷ full (the MCP path's cost), with mcpthin ÷ full
+// beside it.
 //
 // -chains picks the chains to run; -cpuprofile, -blockprofile and
 // -mutexprofile profile the measured rounds (not the start or the warm-up)
 // of the whole process: the hub, the agent and the clients.
 //
-//	go run ./bench/roundtrip [-rounds 3] [-calls1 300] [-calls50 3000] [-chains full,hub,floor,mcp] [-json]
+//	go run ./bench/roundtrip [-rounds 3] [-calls1 300] [-calls50 3000] [-chains full,hub,floor,mcp,mcpthin] [-json]
 //	go run ./bench/roundtrip -chains full -cpuprofile cpu.out -blockprofile block.out -mutexprofile mutex.out
 package main
 
@@ -67,7 +72,7 @@ type options struct {
 	mutexProfile            string
 }
 
-var allChains = []string{"full", "hub", "floor", "mcp"}
+var allChains = []string{"full", "hub", "floor", "mcp", "mcpthin"}
 
 func main() {
 	var o options
@@ -123,7 +128,7 @@ func run(o options) error {
 	var chains []named
 	want := func(n string) bool { return slices.Contains(o.chains, n) }
 	var full *agentChain
-	if want("full") || want("mcp") {
+	if want("full") || want("mcp") || want("mcpthin") {
 		if full, err = env.realAgent(ctx, dir, log); err != nil {
 			return err
 		}
@@ -150,6 +155,13 @@ func run(o options) error {
 			var m *mcpChain
 			// Labelled like measure's callers: its first session serves them too.
 			pprof.Do(ctx, clientLabels, func(ctx context.Context) { m, err = env.mcpClient(ctx, 50) })
+			if err != nil {
+				return err
+			}
+			c = m
+		case "mcpthin":
+			var m *mcpThinChain
+			pprof.Do(ctx, clientLabels, func(ctx context.Context) { m, err = env.mcpThinClient(ctx) })
 			if err != nil {
 				return err
 			}
@@ -274,7 +286,7 @@ func printTable(w io.Writer, med map[string]map[int]sample, rounds int) {
 		a, b := m[1], m[50]
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f /s | %d (%d) |\n", name, ms(a.p50), ms(a.p99), ms(b.p50), b.perSecond, b.errs, b.busy)
 	}
-	f, h, fl, mc := med["full"], med["hub"], med["floor"], med["mcp"]
+	f, h, fl, mc, mt := med["full"], med["hub"], med["floor"], med["mcp"], med["mcpthin"]
 	fmt.Fprintln(w)
 	if f != nil && h != nil {
 		fmt.Fprintf(w, "full / hub: p50 at 1 caller %.2f× (goal ≤ 1.25×), throughput at 50 callers %.3f of the hub's (goal ≥ 0.8)\n",
@@ -287,6 +299,13 @@ func printTable(w io.Writer, med map[string]map[int]sample, rounds int) {
 	if mc != nil && f != nil {
 		fmt.Fprintf(w, "mcp / full (HTTP API): p50 at 1 caller %.2f× (goal ≤ 1.1×), at 50 callers %.2f×, throughput at 50 callers %.3f of the HTTP API's\n",
 			ratio(mc[1].p50, f[1].p50), ratio(mc[50].p50, f[50].p50), mc[50].perSecond/f[50].perSecond)
+	}
+	if mt != nil && f != nil {
+		fmt.Fprintf(w, "mcpthin / full (HTTP API): p50 at 1 caller %.2f×, at 50 callers %.2f×, throughput at 50 callers %.3f of the HTTP API's (the hub's MCP front without the go-sdk client)\n",
+			ratio(mt[1].p50, f[1].p50), ratio(mt[50].p50, f[50].p50), mt[50].perSecond/f[50].perSecond)
+	}
+	if mc != nil && mt != nil {
+		fmt.Fprintf(w, "mcp / mcpthin: p50 at 1 caller %.2f× (the go-sdk client's cost)\n", ratio(mc[1].p50, mt[1].p50))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
 // TestClientTokenRevokeHoldsAtTheNextRequest: a client token verified on
@@ -41,5 +43,61 @@ func TestClientTokenRevokeHoldsAtTheNextRequest(t *testing.T) {
 		if c, err := n.VerifyClientToken(ctx, other.Token); err != nil || c.TokenID != other.ID {
 			t.Errorf("%s: another token of the project: %+v %v", n.cfg.NodeName, c, err)
 		}
+	}
+}
+
+// TestEmbeddedHubRevokeHoldsAtTheNextRequest: a hub on its embedded NATS
+// server keeps the client token records it verified (clientCache), and a
+// revoke still holds from the first request after it returned, also for
+// a verify that read the record before the revoke and finished after it.
+func TestEmbeddedHubRevokeHoldsAtTheNextRequest(t *testing.T) {
+	h := startHub(t, Config{})
+	ctx := context.Background()
+	tok, err := h.CreateClientToken(ctx, "p1", "read", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := h.CreateClientToken(ctx, "p1", "write", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second from what the hub keeps
+		for _, tk := range []*hubapi.ClientToken{tok, other} {
+			c, err := h.VerifyClientToken(ctx, tk.Token)
+			if err != nil || c.TokenID != tk.ID || c.Project != "p1" || c.Scope != tk.Scope {
+				t.Fatalf("verify %s before the revoke: %+v %v", tk.Name, c, err)
+			}
+		}
+	}
+	if _, ok := h.clientRec.get(tok.ID); !ok {
+		t.Fatal("the embedded hub did not keep the verified record")
+	}
+	if _, err := h.RevokeClientToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := h.VerifyClientToken(ctx, tok.Token); !errors.Is(err, ErrBadClientToken) {
+		t.Errorf("a revoked token verified: %+v %v", c, err)
+	}
+	if c, err := h.VerifyClientToken(ctx, other.Token); err != nil || c.TokenID != other.ID {
+		t.Errorf("another token of the project: %+v %v", c, err)
+	}
+
+	// A verify reads the record, the revoke runs to its end, then the
+	// verify would keep what it read: it must not.
+	late, err := h.CreateClientToken(ctx, "p1", "read", "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clientRec.afterRead = func() {
+		h.clientRec.afterRead = nil
+		if _, err := h.RevokeClientToken(ctx, late.ID); err != nil {
+			t.Error(err)
+		}
+	}
+	if c, err := h.VerifyClientToken(ctx, late.Token); err != nil || c.TokenID != late.ID {
+		t.Fatalf("the verify that read before the revoke: %+v %v", c, err) // it read the record unrevoked
+	}
+	if c, err := h.VerifyClientToken(ctx, late.Token); !errors.Is(err, ErrBadClientToken) {
+		t.Errorf("revoked while a verify was reading it, the token verified after the revoke: %+v %v", c, err)
 	}
 }

@@ -52,6 +52,7 @@ type Hub struct {
 	setupWork workPool      // connect-time work off the sockets' stacks (session.go)
 	tokenDevs tokenCache    // device token hash → device id (connect.go)
 	clientIDs tokenCache    // client token hash → token id (tokens.go)
+	clientRec clientCache   // client token id → who it speaks for, embedded NATS only (tokens.go)
 	mux       *http.ServeMux
 	metrics   *metrics // this node's Prometheus registry (metrics.go)
 

@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -125,15 +126,28 @@ func (f *Front) fastCall(w http.ResponseWriter, r *http.Request, body []byte) bo
 			}
 			res.SetMeta(m)
 		}
-		out, err = json.Marshal(struct {
-			JSONRPC string              `json:"jsonrpc"`
-			ID      json.RawMessage     `json:"id"`
-			Result  *mcp.CallToolResult `json:"result"`
-		}{"2.0", id, res})
-		if err == nil && version >= newProtocol {
-			// What the SDK adds for a client of this protocol (a final
-			// result, not a request for input), through a field of its own.
-			out = bytes.Replace(out, []byte(`"result":{`), []byte(`"result":{"resultType":"complete",`), 1)
+		// The envelope around the result's own encoding: what encoding
+		// {jsonrpc, id, result} writes, without compacting the result's
+		// bytes a second time (json.Marshal does that to a Marshaler's).
+		var rb []byte
+		if rb, err = res.MarshalJSON(); err == nil && (len(rb) < 2 || rb[0] != '{') {
+			err = errors.New("not a JSON object")
+		}
+		if err == nil {
+			out = make([]byte, 0, len(rb)+len(id)+64)
+			out = append(out, `{"jsonrpc":"2.0","id":`...)
+			out = append(out, id...)
+			out = append(out, `,"result":{`...)
+			if version >= newProtocol {
+				// What the SDK adds for a client of this protocol (a final
+				// result, not a request for input), through a field of its own.
+				out = append(out, `"resultType":"complete"`...)
+				if len(rb) > 2 {
+					out = append(out, ',')
+				}
+			}
+			out = append(out, rb[1:]...)
+			out = append(out, '}')
 		}
 		if err != nil {
 			f.log.Error("tools/call result does not encode", "tool", msg.Params.Name, "err", err)
@@ -167,8 +181,8 @@ func fastMeta(version string, raw json.RawMessage) bool {
 	if !claimed || json.Unmarshal(pv, &v) != nil || v != version {
 		return false
 	}
-	var caps map[string]json.RawMessage
-	if json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) != nil || caps == nil {
+	// An object (the message was decoded whole, so it is valid JSON).
+	if caps := bytes.TrimSpace(meta[mcp.MetaKeyClientCapabilities]); len(caps) == 0 || caps[0] != '{' {
 		return false
 	}
 	if ci, ok := meta[mcp.MetaKeyClientInfo]; ok {

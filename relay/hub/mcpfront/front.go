@@ -232,9 +232,14 @@ func (f *Front) serveMetadata(w http.ResponseWriter, r *http.Request) {
 // authenticate checks the bearer client token and passes the request on to
 // the MCP handler with the token's identity, or answers 401.
 func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
-	meta := fmt.Sprintf(`Bearer resource_metadata=%q`, f.base(r)+MetadataPath)
-	if f.cfg.OAuth != nil {
-		meta += fmt.Sprintf(`, scope="%s %s"`, hubapi.OAuthScopeRead, hubapi.OAuthScopeWrite)
+	// The challenge, built only for a refusal (every request pays for what
+	// runs before the tool).
+	challenge := func() string {
+		meta := fmt.Sprintf(`Bearer resource_metadata=%q`, f.base(r)+MetadataPath)
+		if f.cfg.OAuth != nil {
+			meta += fmt.Sprintf(`, scope="%s %s"`, hubapi.OAuthScopeRead, hubapi.OAuthScopeWrite)
+		}
+		return meta
 	}
 	client := f.hub.ClientAddr(r) // behind a trusted proxy, the address it forwarded
 	tok := ""
@@ -242,12 +247,12 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 		tok = strings.TrimSpace(a[7:])
 	}
 	if tok == "" && f.cfg.OAuth != nil {
-		w.Header().Set("WWW-Authenticate", meta)
+		w.Header().Set("WWW-Authenticate", challenge())
 		http.Error(w, "Connect roomrelay to continue: sign in through your MCP client (OAuth), or send a client token: Authorization: Bearer <token> (`roomrelay hub token create`)", http.StatusUnauthorized)
 		return
 	}
 	if tok == "" {
-		w.Header().Set("WWW-Authenticate", meta)
+		w.Header().Set("WWW-Authenticate", challenge())
 		http.Error(w, "this MCP endpoint needs a roomrelay client token: Authorization: Bearer <token> (`roomrelay hub token create`)", http.StatusUnauthorized)
 		return
 	}
@@ -258,7 +263,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) {
 	c, err := verify(r.Context(), tok)
 	if errors.Is(err, hub.ErrBadClientToken) {
 		f.log.Info("refused a client token", "client", client)
-		w.Header().Set("WWW-Authenticate", meta+`, error="invalid_token", error_description="unknown or revoked token"`)
+		w.Header().Set("WWW-Authenticate", challenge()+`, error="invalid_token", error_description="unknown or revoked token"`)
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}

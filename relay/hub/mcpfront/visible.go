@@ -33,6 +33,18 @@ func visibleResult(r *mcp.CallToolResult) *mcp.CallToolResult {
 // with every string and key made printable. A value that does not encode
 // is dropped: a tool result must never carry what could not be checked.
 func visibleValue(v any) any {
+	// A value decoded from JSON (a device's result) is walked as it is:
+	// the same answer as the round trip below, which the front paid for on
+	// every call.
+	if out, ok := visiblePlain(v); ok {
+		return out
+	}
+	return visibleRoundTrip(v)
+}
+
+// visibleRoundTrip is visibleValue of any value: encoded, decoded as JSON
+// values, walked.
+func visibleRoundTrip(v any) any {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil
@@ -63,4 +75,44 @@ func visibleWalk(v any) any {
 		return m
 	}
 	return v
+}
+
+// visiblePlain is visibleValue of a value made only of what json.Unmarshal
+// makes into an any (maps, slices, strings, float64s, bools, nil) or
+// json.Numbers, without encoding it: numbers become the json.Number of
+// their encoding, as the round trip gives them. ok is false for any other
+// type, which visibleValue then encodes.
+func visiblePlain(v any) (any, bool) {
+	switch x := v.(type) {
+	case nil, bool, json.Number:
+		return x, true
+	case string:
+		return relay.PrintableLine(x), true
+	case float64:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return nil, false
+		}
+		return json.Number(b), true
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			var ok bool
+			if out[i], ok = visiblePlain(e); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			w, ok := visiblePlain(e)
+			if !ok {
+				return nil, false
+			}
+			out[relay.PrintableLine(k)] = w
+		}
+		return out, true
+	}
+	return nil, false
 }

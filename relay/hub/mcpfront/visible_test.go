@@ -101,3 +101,36 @@ func TestToolResultsShowNoHiddenCharacters(t *testing.T) {
 	}
 	check("a device's error message", r)
 }
+
+// TestVisiblePlainIsTheRoundTrip: a device's result, decoded, is made
+// printable without encoding it again (visiblePlain), with the answer the
+// round trip through JSON gives: the same strings and keys, and numbers
+// with the same digits.
+func TestVisiblePlainIsTheRoundTrip(t *testing.T) {
+	docs := []string{
+		`{"room":{"name":` + jsonString(hostileName) + `,"members":[1,2.5,-0,1e21,123456789012345678901234567890,1e-7,0.1]},"ok":true,"none":null}`,
+		`{"a\u0007key":{"nested":[["x\u202ey"],{"k":"v"},[],{}]},"n":9007199254740993,"s":"plain"}`,
+		`[1,"two",{"three":3}]`, `"text\r\nforged"`, `42.0`, `null`, `{}`,
+	}
+	for _, d := range docs {
+		var v any
+		if err := json.Unmarshal([]byte(d), &v); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		want, _ := json.Marshal(visibleRoundTrip(v))
+		got, ok := visiblePlain(v)
+		if !ok {
+			t.Errorf("%s: not taken as a decoded value", d)
+			continue
+		}
+		if b, _ := json.Marshal(got); string(b) != string(want) {
+			t.Errorf("%s:\n got %s\nwant %s", d, b, want)
+		}
+	}
+	// Any other type is left to the round trip.
+	if _, ok := visiblePlain(map[string]any{"t": struct{ A int }{1}}); ok {
+		t.Error("a struct taken as a decoded value")
+	}
+}
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }

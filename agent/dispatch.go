@@ -181,7 +181,7 @@ func (d *dispatcher) handle(first delivery, c *call) {
 	}
 
 	// Only now is the command out of flight: shutdown waits for this, so
-	// the results above are queued before the close frame.
+	// the results above are written before the close frame.
 	d.mu.Lock()
 	d.inflight--
 	n := d.inflight
@@ -371,9 +371,10 @@ func failure(id string, e *relay.Error) *relay.Result {
 	return &relay.Result{ID: id, OK: false, Error: e}
 }
 
-// answer audits a delivery and sends its result on the session it came in
-// on. If that session is gone the result is kept only in the dedupe store
-// (when the command ran), where a redelivery finds it.
+// answer audits a delivery and writes its result on the session it came in
+// on, from the calling worker (session.write). If that session is gone the
+// result is kept only in the dedupe store (when the command ran), where a
+// redelivery finds it.
 func (d *dispatcher) answer(dl delivery, res *relay.Result, refused bool) {
 	defer dl.s.leave()
 	if d.a.cfg.Audit != nil {
@@ -395,7 +396,7 @@ func (d *dispatcher) answer(dl delivery, res *relay.Result, refused bool) {
 		d.a.log.Error("cannot encode a result", "id", res.ID, "err", err)
 		return
 	}
-	if err := dl.s.send(b); err != nil {
+	if err := dl.s.write(b); err != nil {
 		d.a.log.Info("result not sent: the connection it came on is gone; a redelivery gets the stored result", "id", res.ID)
 	}
 }

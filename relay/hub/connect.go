@@ -177,9 +177,3 @@ func (h *Hub) closeRevoked(dev string) {
 		s.closeWith(relay.CloseRevoked, "this device's token was revoked; enroll it again")
 	}
 }
-
-// flushSubs waits until the NATS server has processed this connection's
-// subscriptions so far.
-func (h *Hub) flushSubs() error {
-	return h.nc.FlushTimeout(opTimeout)
-}

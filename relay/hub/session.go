@@ -267,19 +267,19 @@ func (h *Hub) startSession(conn *websocket.Conn, dev *deviceRec, rev uint64, mt 
 // errClosing: the node is shutting down and takes no new session.
 var errClosing = errors.New("hub node shutting down")
 
-// setup makes a registered session routable and online. The route first,
-// confirmed by the server so any node can reach it; then welcome, put at
-// the head of the queue (ahead of any command routed meanwhile) before
-// writing starts, so it is the first frame out and an agent holding it is
-// routable; then the hello's facts; then presence, so "online" means
-// routable and described; then the kick for older sessions, which needs
-// our epoch.
+// setup makes a registered session routable and online. The route first;
+// then the hello's facts; then presence, so "online" means routable and
+// described; then the kick for older sessions, which needs our epoch; then
+// welcome, the first frame out (ahead of any command routed meanwhile), so
+// an agent holding it is routable and online. The route is not flushed on
+// its own: the presence write is a request on the same NATS connection,
+// which the server processes after the subscription, so its answer
+// confirms both (a flush was a round trip per connect).
 func (s *session) setup(hello *relay.Hello, dev *deviceRec, rev uint64) {
 	h := s.h
-	subErr := s.subscribe()
-	s.startWriting()
-	if subErr != nil {
-		s.log().Error("subscribe commands", "err", subErr)
+	defer s.startWriting() // also on the refusals below: welcome, then their close frame
+	if err := s.subscribe(); err != nil {
+		s.log().Error("subscribe commands", "err", err)
 		s.closeWith(websocket.CloseInternalServerErr, "hub could not route commands; retry")
 		return
 	}

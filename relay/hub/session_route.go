@@ -28,8 +28,9 @@ type ctlMsg struct {
 	Command string `json:"command,omitempty"` // cancel: the command id
 }
 
-// subscribe routes the device's commands to this session, confirmed by the
-// server before it returns.
+// subscribe routes the device's commands to this session. The server has
+// it once a later request on the connection is answered (setup's presence
+// write).
 func (s *session) subscribe() error {
 	h := s.h
 	// Hold h.mu so the dispatcher cannot see a delivery before bySub knows it.
@@ -45,9 +46,6 @@ func (s *session) subscribe() error {
 	s.mu.Lock()
 	s.sub = sub
 	s.mu.Unlock()
-	if err := h.flushSubs(); err != nil {
-		return fmt.Errorf("flush subscription: %w", err)
-	}
 	return nil
 }
 

@@ -24,17 +24,24 @@ type closeReq struct {
 	reason string
 }
 
-// startWriting puts welcome at the head of the queue, lets the writer run,
-// and arms the heartbeat.
+// startWriting writes welcome, the first frame, then lets the writer run
+// for what was queued meanwhile, and arms the heartbeat. Welcome is written
+// on the caller's goroutine (setup's worker): the queue is held until it is
+// out, so nothing else writes, and a connect does not start a writer
+// goroutine for its one frame.
 func (s *session) startWriting() {
 	b, err := relay.Encode(&relay.Welcome{SessionID: s.id, HeartbeatMS: s.h.cfg.Heartbeat.Milliseconds(), ServerTime: s.h.cfg.Now().UTC()})
 	if err != nil {
 		s.log().Error("encode welcome", "err", err)
 	}
 	s.qmu.Lock()
+	write := b != nil && !s.wdone
+	s.qmu.Unlock()
+	ok := !write || s.write(outItem{data: b})
+	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	if b != nil {
-		s.queue = append([]outItem{{data: b}}, s.queue...)
+	if !ok {
+		s.wdone, s.queue = true, nil
 	}
 	s.held = false
 	s.kickWriterLocked()

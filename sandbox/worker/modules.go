@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -43,6 +44,10 @@ func compileModule(name, src string) (*goja.Program, error) {
 
 func compileLibraries(srcs map[string]string) (*libraries, error) {
 	l := &libraries{modules: map[string]*goja.Program{}}
+	srcs = maps.Clone(srcs)
+	if err := patchLibraries(srcs); err != nil {
+		return nil, fmt.Errorf("%w: %w", sandbox.ErrRuntimeUnavailable, err)
+	}
 	for id, src := range srcs {
 		p, err := compileModule(id, src)
 		if err != nil {

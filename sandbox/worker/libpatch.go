@@ -1,0 +1,64 @@
+package worker
+
+import (
+	"fmt"
+	"strings"
+)
+
+// libPatch rewrites one exact piece of a pinned library's production build
+// into code that does the same thing on a path goja runs faster. The
+// libraries are pinned by version and integrity (sandbox.LoadRuntime), so
+// each piece is found exactly once or the patch table is out of date: then
+// compileLibraries fails, and TestLibraryPatchesApply names the patch.
+type libPatch struct {
+	module   string // module id, as in libraries.modules
+	why      string
+	old, new string
+}
+
+// libPatches are measured on the bench corpus (bench/sandbox); each one
+// keeps React's observable behaviour: the same objects with the same own
+// properties, in the same order, built from the same inputs.
+var libPatches = []libPatch{
+	{
+		module: "react-test-renderer",
+		why: "createFiber builds the fiber as an object literal: goja stores a literal's properties " +
+			"directly, where `this.x = ...` in a constructor first looks up the prototype chain for a " +
+			"setter, 21 times per fiber (no code reads a fiber's prototype or constructor)",
+		old: "function Wf(a,b,c,d){return new Vf(a,b,c,d)}",
+		new: "function Wf(a,b,c,d){return{tag:a,key:c,elementType:null,type:null,stateNode:null,return:null," +
+			"child:null,sibling:null,index:0,ref:null,pendingProps:b,memoizedProps:null,updateQueue:null," +
+			"memoizedState:null,dependencies:null,mode:d,flags:0,subtreeFlags:0,deletions:null,lanes:0," +
+			"childLanes:0,alternate:null}}",
+	},
+	{
+		module: "react/jsx-runtime",
+		why:    "Object.keys for jsx(), captured when the module loads (before any snippet code runs)",
+		old:    "p={key:!0,ref:!0,__self:!0,__source:!0};",
+		new:    "p={key:!0,ref:!0,__self:!0,__source:!0},__rrKeys=Object.keys;",
+	},
+	{
+		module: "react/jsx-runtime",
+		why: "jsx() copies the config's own enumerable properties with Object.keys instead of for…in " +
+			"plus hasOwnProperty, the same keys in the same order: goja's for…in walks the prototype " +
+			"chain (Object.prototype's keys included) for every element",
+		old: "for(b in a)m.call(a,b)&&!p.hasOwnProperty(b)&&(d[b]=a[b]);",
+		new: "for(var K=__rrKeys(a),i=0;i<K.length;i++)b=K[i],p.hasOwnProperty(b)||(d[b]=a[b]);",
+	},
+}
+
+// patchLibraries applies libPatches to the library sources (module id →
+// source) in place.
+func patchLibraries(srcs map[string]string) error {
+	for _, p := range libPatches {
+		src, ok := srcs[p.module]
+		if !ok {
+			return fmt.Errorf("library patch for %s: module missing", p.module)
+		}
+		if n := strings.Count(src, p.old); n != 1 {
+			return fmt.Errorf("library patch for %s (%s): the code to replace occurs %d times, want once", p.module, p.why, n)
+		}
+		srcs[p.module] = strings.Replace(src, p.old, p.new, 1)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/dop251/goja"
+)
+
+// TestLibraryPatchesApply: every patch finds its code exactly once in the
+// pinned runtime, and a patch whose code is not there fails the compile
+// with its module named instead of running an unpatched React silently.
+func TestLibraryPatchesApply(t *testing.T) {
+	testLibraries(t)
+	srcs := maps.Clone(libSrcs)
+	if err := patchLibraries(srcs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range libPatches {
+		if !strings.Contains(srcs[p.module], p.new) {
+			t.Errorf("%s: patched code missing after patchLibraries", p.module)
+		}
+	}
+
+	saved := libPatches
+	t.Cleanup(func() { libPatches = saved })
+	libPatches = append([]libPatch{}, saved...)
+	libPatches[0].old += "/* not in React */"
+	_, err := compileLibraries(libSrcs)
+	if err == nil || !strings.Contains(err.Error(), libPatches[0].module) || !strings.Contains(err.Error(), "occurs 0 times") {
+		t.Fatalf("compile with a stale patch: %v, want an error naming %s", err, libPatches[0].module)
+	}
+}
+
+// shapeProbe renders a component, updates it (which creates the fibers'
+// alternates) and calls jsx with a config that has inherited, reserved and
+// defaulted properties; it returns what a snippet could observe of the
+// fibers and the elements: their own keys in order and their values.
+const shapeProbe = `(function (React, TR, J) {
+  var out = [];
+  function Child(p) { return J.jsx("b", { children: p.n }); }
+  Child.defaultProps = { a: 9, z: 3 };
+  function App() {
+    var s = React.useState(0);
+    return J.jsxs("div", { id: "x", onClick: function () { s[1](s[0] + 1); }, children: [J.jsx(Child, { n: s[0] }, "c"), "t"] });
+  }
+  function keysOf(f) {
+    var seen = [];
+    for (var i = 0; f && i < 6; i++, f = f.child) seen.push(f.tag + ":" + Object.keys(f).join(","));
+    return seen.join(" | ");
+  }
+  var root = TR.create(React.createElement(App));
+  out.push(keysOf(root.root._fiber));
+  TR.unstable_batchedUpdates(function () { root.root.findByType("div").props.onClick(); });
+  out.push(keysOf(root.root._fiber), keysOf(root.root._fiber.alternate), JSON.stringify(root.toJSON()));
+  function Cfg() { this.b = 2; this.key = "k"; this.ref = null; this.a = undefined; this.__self = 1; }
+  Cfg.prototype.inherited = 1;
+  var el = J.jsx(Child, new Cfg(), "kk");
+  out.push(JSON.stringify([el.key, el.ref, Object.keys(el), Object.keys(el.props), el.props]));
+  el = J.jsx("i", { key: 7, children: "x" });
+  out.push(JSON.stringify([el.key, Object.keys(el.props)]));
+  root.unmount();
+  return out.join("\n");
+})`
+
+// TestPatchedLibrariesKeepShapes: the patched React builds fibers and
+// elements with the same own properties, in the same order and with the
+// same values, as the unpatched build.
+func TestPatchedLibrariesKeepShapes(t *testing.T) {
+	testLibraries(t)
+	probe := func(patched bool) string {
+		saved := libPatches
+		if !patched {
+			libPatches = nil
+		}
+		lib, err := compileLibraries(libSrcs)
+		libPatches = saved
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newRun(lib, testLimits)
+		if r.prepErr != nil {
+			t.Fatal(r.prepErr)
+		}
+		jsx, err := r.require("react/jsx-runtime")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn, err := r.vm.RunString(shapeProbe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := goja.AssertFunction(fn)
+		v, err := f(goja.Undefined(), r.react, r.renderer, jsx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.String()
+	}
+	want, got := probe(false), probe(true)
+	if got != want {
+		t.Fatalf("patched React differs from the pinned build:\npatched:\n%s\npinned:\n%s", got, want)
+	}
+	t.Logf("\n%s", got)
+}

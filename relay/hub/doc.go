@@ -97,5 +97,5 @@
 // treats one not refreshed within the bound it carries as offline (its
 // writer vanished with no liveness record to tell). While online its
 // last_seen is as old as its last write; an offline record's is the last
-// frame's.
+// frame's; a dead node's devices read last seen at its last beat.
 package hub

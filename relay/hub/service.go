@@ -265,8 +265,13 @@ func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
 		// The node holding the socket crashed (or stopped without
 		// writing offline): the device is not reachable through it.
 		out.State, out.Since, out.App = hubapi.StateOffline, at, ""
-		if p.Refreshed.After(out.LastSeen) {
-			out.LastSeen = p.Refreshed
+		// The record is rewritten only every presenceRefresh; the node
+		// kept the session open until its last beat, and an open session
+		// had a frame within the read deadline.
+		for _, t := range []time.Time{p.Refreshed, at} {
+			if t.After(out.LastSeen) {
+				out.LastSeen = t
+			}
 		}
 		return out
 	}

@@ -84,3 +84,38 @@ func TestPresenceGoesStale(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadNodeDeviceLastSeen: a device whose node died reads offline with
+// last_seen at the node's last beat, not at its record's last write (an
+// online record is rewritten only every presenceRefresh). Checked failing
+// with last_seen taken from the record alone.
+func TestDeadNodeDeviceLastSeen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := New(Config{DataDir: t.TempDir(), AdminToken: "rra_t", NodeName: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		p := &presenceRec{State: hubapi.StateOnline, Session: "s1", Node: "b", Since: start, LastSeen: start, Refreshed: start,
+			StaleAfterMS: h.presenceStaleAfter().Milliseconds()}
+		beat := time.Second
+		hear := func(node string) { h.nodes.set(nodeKey(node), nodeSeen{heard: time.Now(), beat: beat}) }
+		for range 300 { // b holds the socket for 5 minutes without rewriting the record
+			time.Sleep(beat)
+			hear("a")
+			hear("b")
+		}
+		lastBeat := time.Now()
+		if got := h.effectivePresence(p); got.State != hubapi.StateOnline {
+			t.Fatalf("while b beats the device reads %s", got.State)
+		}
+		for range nodeDeadBeats + 1 {
+			time.Sleep(beat)
+			hear("a")
+		}
+		got := h.effectivePresence(p)
+		if got.State != hubapi.StateOffline || !got.Since.Equal(lastBeat) || !got.LastSeen.Equal(lastBeat) {
+			t.Fatalf("after b died: %+v, want offline since and last seen at its last beat %s", got, lastBeat)
+		}
+	})
+}

@@ -124,6 +124,7 @@ type Daemon struct {
 	auditMoved   chan struct{}
 	auditWritten atomic.Uint64 // the seq of the last audit line written
 	limiter      *allowlist.Limiter
+	verdicts     verdicts // the guard's allowed commands (verdicts.go)
 	lock         *os.File // the state dir's lock, held while open
 	damaged      string   // why the rooms store failed its check at open; "" if it passed
 	notes        *notify.Queue

@@ -32,12 +32,25 @@ func (d *Daemon) guard(_ context.Context, cmd *relay.Command) error {
 		return e
 	}
 	p := d.policy.Load()
-	err := d.limiter.Allow(p, cmd.ProjectID, cmd.Name)
-	if err == nil {
-		err = p.Decide(cmd.ProjectID, cmd.Name, cmd.Args)
+	if err := d.limiter.Allow(p, cmd.ProjectID, cmd.Name); err != nil {
+		return err
 	}
+	// The same command allowed before under this policy is allowed again
+	// (verdicts.go); the key is built only for arguments small enough to keep.
+	var k verdictKey
+	small := len(cmd.Args) <= maxVerdictArgs
+	if small {
+		k = verdictKey{cmd.ProjectID, cmd.Name, string(cmd.Args)}
+		if d.verdicts.allowed(p, k) {
+			return nil
+		}
+	}
+	err := p.Decide(cmd.ProjectID, cmd.Name, cmd.Args)
 	if err == nil {
 		err = relay.ValidateArgs(cmd.Name, cmd.Args)
+	}
+	if err == nil && small {
+		d.verdicts.remember(p, k)
 	}
 	return err
 }

@@ -146,3 +146,24 @@ func TestHostRule(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyBound: a POST body is read whole up to MaxBodyBytes, whether its
+// Content-Length lets the guard reserve its buffer up front (up to
+// presizeMax) or not; past the bound it is refused with 413, naming it.
+func TestBodyBound(t *testing.T) {
+	fh := startFront(t, Config{})
+	padded := func(size int) []byte {
+		head := `{"jsonrpc":"2.0","id":1,"method":"tools/list"`
+		return []byte(head + strings.Repeat(" ", size-len(head)-1) + "}")
+	}
+	for _, size := range []int{200, presizeMax - 1, presizeMax, presizeMax + 1, 1 << 20} {
+		status, body := post(t, fh.url, fh.read, "", padded(size))
+		if status != http.StatusOK || !strings.Contains(body, `"read_room"`) {
+			t.Errorf("a tools/list of %d bytes: %d %.200s", size, status, body)
+		}
+	}
+	status, body := post(t, fh.url, fh.read, "", padded(MaxBodyBytes+1))
+	if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, "body bound") {
+		t.Errorf("a body past the bound: %d %.200s", status, body)
+	}
+}

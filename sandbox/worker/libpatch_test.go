@@ -39,7 +39,7 @@ func TestLibraryPatchesApply(t *testing.T) {
 // fibers and the elements: their own keys in order and their values.
 const shapeProbe = `(function (React, TR, J) {
   var out = [];
-  function Child(p) { return J.jsx("b", { children: p.n }); }
+  function Child(p) { return J.jsx("b", { children: [p.n] }); }
   Child.defaultProps = { a: 9, z: 3 };
   function App() {
     var s = React.useState(0);
@@ -60,6 +60,29 @@ const shapeProbe = `(function (React, TR, J) {
   out.push(JSON.stringify([el.key, el.ref, Object.keys(el), Object.keys(el.props), el.props]));
   el = J.jsx("i", { key: 7, children: "x" });
   out.push(JSON.stringify([el.key, Object.keys(el.props)]));
+  root.unmount();
+  // An element's lone string or number child, before and after updates
+  // that turn it into elements, an empty string or other text.
+  var set;
+  function Texts() {
+    var s = React.useState(0), k = s[0];
+    set = s[1];
+    return J.jsxs("ul", { children: [
+      J.jsx("li", { children: k ? "changed" : "text" }),
+      J.jsx("li", { children: k }),
+      J.jsx("li", { children: k ? "" : "gone" }),
+      J.jsx("li", { children: k ? J.jsx("em", { children: "now an element" }) : "was text" }),
+      J.jsx("li", { children: k ? "now text" : J.jsx("em", { children: "was an element" }) }),
+      J.jsx("li", { children: ["mixed ", k] }),
+      J.jsx("li", { children: k ? 1.5e21 : null }),
+      J.jsx("li", { children: k === 2 ? undefined : -0.5 })
+    ] });
+  }
+  root = TR.create(React.createElement(Texts));
+  for (var step = 1; step <= 3; step++) {
+    out.push(JSON.stringify(root.toJSON()));
+    TR.unstable_batchedUpdates(function () { set(step % 3); });
+  }
   root.unmount();
   return out.join("\n");
 })`

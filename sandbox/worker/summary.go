@@ -49,7 +49,8 @@ func summarize(tree goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 // Object.keys, a defineProperty), which was 8% of the JavaScript time of a
 // 1,207-element render. A host node is {tag: "INSTANCE", type, props,
 // children, isHidden} or {tag: "TEXT", text, isHidden}; hidden nodes are
-// left out, as toJSON leaves them out.
+// left out, as toJSON leaves them out. An element's lone string or number
+// child is its text content, in props.children (see libPatches).
 func summarizeHost(children goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 	s := &sandbox.RenderSummary{Elements: map[string]int{}}
 	var handlers []goja.Value
@@ -78,6 +79,7 @@ func summarizeHost(children goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 				return
 			}
 			handlers = countElement(s, handlers, t, o)
+			s.TextLength += textContentLength(o)
 			list(o.Get("children"), depth+1)
 		}
 	}
@@ -106,4 +108,22 @@ func eachItem(o *goja.Object, f func(goja.Value)) {
 	for i := 0; i < n && i < 10_000; i++ {
 		f(o.Get(strconv.Itoa(i)))
 	}
+}
+
+// textContentLength is the length of a host element's text content: its
+// props.children when that is a string or a number (as toJSON shows it).
+func textContentLength(o *goja.Object) int {
+	props, ok := o.Get("props").(*goja.Object)
+	if !ok {
+		return 0
+	}
+	switch c := props.Get("children"); {
+	case c == nil:
+		return 0
+	case goja.IsString(c):
+		return utf8.RuneCountInString(c.String())
+	case goja.IsNumber(c):
+		return len(c.String())
+	}
+	return 0
 }

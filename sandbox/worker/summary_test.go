@@ -20,6 +20,9 @@ func TestHostSummaryMatchesToJSON(t *testing.T) {
 		"text":     {EntryPath: `export default function App() { return "just text"; }`},
 		"null":     {EntryPath: `export default function App() { return null; }`},
 		"fragment": {EntryPath: `export default function App() { return <>a<b onClick={() => {}}>b</b><i>{7}</i>{null}<u onClick={() => {}} /></>; }`},
+		"text content": {EntryPath: `export default function App() {
+  return <ul><li>text</li><li>{0}</li><li>{""}</li><li>{-1.5e21}</li><li>{"é"}</li><li>mixed {2}</li><li>{null}</li><li><em>in</em></li></ul>;
+}`},
 		"suspended": {EntryPath: `import { Suspense } from "react";
 const never = new Promise(() => {});
 function Wait(): JSX.Element { throw never; }

@@ -219,6 +219,13 @@ func (f *Front) deviceTool(spec relay.CommandSpec) mcp.ToolHandler {
 		if err := json.Unmarshal(res.Result, &out); err != nil {
 			return c.fail(relay.Errorf(relay.CodeInternal, "the device's result is not a JSON object")), nil
 		}
+		if raw, ok := printableJSON(res.Result); ok && out != nil {
+			// Already what visibleResult would make of it: sent as the
+			// device wrote it, not encoded again.
+			r := c.ok(nil, spec.Summary(out))
+			r.StructuredContent = raw
+			return r, nil
+		}
 		return c.ok(out, spec.Summary(out)), nil
 	}
 }

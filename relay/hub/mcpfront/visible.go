@@ -116,3 +116,14 @@ func visiblePlain(v any) (any, bool) {
 	}
 	return nil, false
 }
+
+// printableJSON returns raw, a JSON document, as it is when visibleValue
+// would change none of its strings or keys: it has no escapes (so every
+// string's text is its bytes), no tab or line break anywhere, and no rune
+// PrintableLine marks. ok is false otherwise, and the caller walks it.
+func printableJSON(raw []byte) (json.RawMessage, bool) {
+	if bytes.ContainsAny(raw, "\\\t\n\r") || relay.PrintableLine(string(raw)) != string(raw) {
+		return nil, false
+	}
+	return json.RawMessage(raw), true
+}

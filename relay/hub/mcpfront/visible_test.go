@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -134,3 +135,40 @@ func TestVisiblePlainIsTheRoundTrip(t *testing.T) {
 }
 
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestPrintableJSONIsWhatTheWalkGives: a device's result sent as it came
+// (printableJSON) decodes to what visibleValue makes of it, and a result
+// with anything the walk would change (an escape, a control, bidi or
+// invisible rune, a line break, invalid UTF-8) is not taken as it came.
+func TestPrintableJSONIsWhatTheWalkGives(t *testing.T) {
+	plain := []string{
+		`{"room":{"name":"Standup <&> café","members":[1,2.5,-0,1e21,12345678901234567,0.1]},"ok":true,"none":null}`,
+		`{ "spaced" : [ {}, [], "x" ] , "n": 3 }`,
+		`{"emoji":"🙂","cjk":"会議"}`,
+	}
+	for _, d := range plain {
+		raw, ok := printableJSON([]byte(d))
+		if !ok {
+			t.Errorf("%s: not taken as it came", d)
+			continue
+		}
+		var v, got, want any
+		_ = json.Unmarshal([]byte(d), &v)
+		wb, _ := json.Marshal(visibleValue(v))
+		rb, _ := json.Marshal(raw)
+		_ = json.Unmarshal(wb, &want)
+		_ = json.Unmarshal(rb, &got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n sent %s\n walk %s", d, rb, wb)
+		}
+	}
+	for _, d := range []string{
+		`{"name":` + jsonString(hostileName) + `}`,
+		`{"name":"a\"b"}`, `{"k\u0007ey":1}`, "{\"name\":\"\u202eevil\"}", "{\"name\":\"zero\u200bwidth\"}",
+		"{\"a\":\n1}", "{\"a\":\t1}", "{\"name\":\"\xff\"}", "{\"name\":\"\u0085\"}",
+	} {
+		if _, ok := printableJSON([]byte(d)); ok {
+			t.Errorf("%q: taken as it came", d)
+		}
+	}
+}

@@ -41,6 +41,24 @@ var libPatches = []libPatch{
 	},
 	{
 		module: "react-test-renderer",
+		why: "getHostSibling remembers, for one commit's mutation phase, the answer of every sibling its " +
+			"scan skipped: a reversed list of n rows otherwise scans n²/2 placed siblings (a third of the " +
+			"table's click). A skipped sibling's own scan is the rest of the same scan, and nothing on " +
+			"that path changes before it is placed (flags are cleared only on fibers already placed)",
+		old: "function Ue(a){a:for(;;){",
+		new: "var __rrHostSib=null,__rrMap=Map;" +
+			"function Ue(a){var M=__rrHostSib;if(null===M)return __rrUe(a,null);var r=M.get(a);if(void 0!==r)return r;" +
+			"var s=[];r=__rrUe(a,s);for(var i=0;i<s.length;i++)M.set(s[i],r);return r}" +
+			"function __rrUe(a,s){a:for(;;){null!==s&&s.push(a);",
+	},
+	{
+		module: "react-test-renderer",
+		why:    "the mutation phase of each commit starts getHostSibling's memory empty and drops it after",
+		old:    "bf(c,a);a.current=c;",
+		new:    "__rrHostSib=new __rrMap;try{bf(c,a)}finally{__rrHostSib=null}a.current=c;",
+	},
+	{
+		module: "react-test-renderer",
 		why: "createFiber builds the fiber as an object literal: goja stores a literal's properties " +
 			"directly, where `this.x = ...` in a constructor first looks up the prototype chain for a " +
 			"setter, 21 times per fiber (no code reads a fiber's prototype or constructor)",

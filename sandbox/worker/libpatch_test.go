@@ -84,6 +84,41 @@ const shapeProbe = `(function (React, TR, J) {
     TR.unstable_batchedUpdates(function () { set(step % 3); });
   }
   root.unmount();
+  // Keyed children moved around (the host tree's order is what placement
+  // and getHostSibling decide): reversed, rotated, shuffled, with rows
+  // added and removed, rows that are fragments or components, a portal-less
+  // nested list, and a static element after the list.
+  var orders = [
+    [1, 2, 3, 4, 5, 6, 7, 8], [8, 7, 6, 5, 4, 3, 2, 1], [2, 3, 4, 5, 6, 7, 8, 1], [5, 1, 7, 3, 8, 2, 6, 4],
+    [9, 5, 10, 1, 7, 11], [11, 7, 1, 10, 5, 9, 12, 13], [13, 12], [3, 13, 1, 12, 2], [1, 2, 3, 12, 13]
+  ];
+  // Then 40 pseudo-random subsets of 1..24 in pseudo-random orders.
+  var seed = 12345;
+  function rnd(n) { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; }
+  for (var g = 0; g < 40; g++) {
+    var ids = [];
+    for (var id = 1; id <= 24; id++) if (rnd(3)) ids.push(id);
+    for (var x = ids.length - 1; x > 0; x--) { var y = rnd(x + 1), tmp = ids[x]; ids[x] = ids[y]; ids[y] = tmp; }
+    orders.push(ids);
+  }
+  function Row(p) { return p.id % 3 === 0 ? J.jsxs(React.Fragment, { children: [J.jsx("i", { children: p.id }), J.jsx("u", { children: p.id })] }) : J.jsx("li", { children: p.id }); }
+  function List(p) {
+    return J.jsxs("ol", { children: [
+      J.jsx("s", { children: "head" }),
+      p.order.map(function (id) {
+        if (id % 4 === 0) return J.jsx(React.Fragment, { children: J.jsx("b", { children: id }) }, id);
+        if (id % 5 === 0) return J.jsx("ul", { children: p.order.slice().reverse().map(function (n) { return J.jsx("em", { children: n }, n); }) }, id);
+        return J.jsx(Row, { id: id }, id);
+      }),
+      J.jsx("s", { children: "tail" })
+    ] });
+  }
+  root = TR.create(J.jsx(List, { order: orders[0] }));
+  for (var o = 1; o < orders.length; o++) {
+    root.update(J.jsx(List, { order: orders[o] }));
+    out.push(JSON.stringify(root.toJSON()));
+  }
+  root.unmount();
   return out.join("\n");
 })`
 

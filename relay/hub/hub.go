@@ -256,7 +256,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	beatWG.Go(func() { h.beatNodes(beatCtx) })
 	wg.Go(func() { h.watchNodes(loopCtx, nodeWatch) })
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })
-	wg.Go(func() { h.refreshLoop(loopCtx) })
+	wg.Go(func() { h.refreshLoop(loopCtx, reconnected) })
 	wg.Go(func() { h.rewatch(loopCtx, h.st.rooms, "the room directory", dirWatch, reconnected, h.followDirectory) })
 	wg.Go(func() {
 		h.rewatch(loopCtx, h.st.devices, "the device records", devWatch, reconnected, h.followDevices, jetstream.UpdatesOnly())
@@ -428,26 +428,36 @@ func (h *Hub) allSessions() []*session {
 
 // refreshLoop, every heartbeat: rewrites the presence of local sessions
 // whose record is presenceRefresh old, writes again the offline records
-// that failed, and drops pending commands whose requester has long given up.
-func (h *Hub) refreshLoop(ctx context.Context) {
+// that failed, and drops pending commands whose requester has long given
+// up. After a NATS reconnect it rewrites every local session's record at
+// once: a kick published while this node was cut off never reached it, and
+// the compare-and-set of a session a newer one superseded fails and closes
+// it (what the per-heartbeat rewrite used to catch within a heartbeat).
+func (h *Hub) refreshLoop(ctx context.Context, reconnected <-chan struct{}) {
 	t := time.NewTicker(h.cfg.Heartbeat)
 	defer t.Stop()
 	for {
+		all := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-reconnected:
+			reconnected = h.natsBack.wait() // before the writes: a later reconnect is seen
+			all = true
 		}
-		h.refreshTick(ctx)
+		h.refreshTick(ctx, all)
 	}
 }
 
-func (h *Hub) refreshTick(ctx context.Context) {
+// refreshTick is one heartbeat's work; all rewrites every session's
+// presence, not only those due.
+func (h *Hub) refreshTick(ctx context.Context, all bool) {
 	for _, s := range h.allSessions() {
 		if ctx.Err() != nil {
 			return
 		}
-		s.refreshPresence(ctx)
+		s.refreshPresence(ctx, all)
 		s.sweepPending()
 	}
 	h.retryOffline(ctx)

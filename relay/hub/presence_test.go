@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/roomrelay/roomrelay/internal/testutil"
+	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
 
@@ -68,7 +71,7 @@ func TestPresenceNotRewrittenEveryHeartbeat(t *testing.T) {
 	ticks := int(2 * presenceRefresh / beat)
 	for i := range ticks {
 		now.Add(int64(beat))
-		th.Hub.refreshTick(ctx)
+		th.Hub.refreshTick(ctx, false)
 		if p := th.presence(dev); p.State != hubapi.StateOnline {
 			t.Fatalf("after %d heartbeats the connected device reads %s", i+1, p.State)
 		}
@@ -111,7 +114,7 @@ func TestFailedOfflineWriteIsRetried(t *testing.T) {
 		t.Fatalf("with the offline write refused the device reads %s; the test needs the write to fail", p.State)
 	}
 	setMaxMsgSize(-1)
-	th.Hub.refreshTick(ctx)
+	th.Hub.refreshTick(ctx, false)
 	if p := th.presence(dev); p.State != hubapi.StateOffline || p.LastSeen.IsZero() {
 		t.Fatalf("after the next tick the ended session's device reads %+v, want offline with last_seen", p)
 	}
@@ -121,4 +124,49 @@ func TestFailedOfflineWriteIsRetried(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d offline writes still waiting after they landed", left)
 	}
+}
+
+// TestKickMissedWhileCutOffClosesTheSession: node a is cut off from NATS
+// while the device connects again through node b, so b's kick never
+// reaches a. Once a is back it rewrites its sessions' presence at once, the
+// compare-and-set fails, and the superseded session closes with 4001
+// (replaced) instead of serving until its record's next refresh, 10 minutes
+// on. Checked failing with the rewrite after a reconnect removed.
+func TestKickMissedWhileCutOffClosesTheSession(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	px := testutil.NewProxy(t, ns.Addr().String())
+	a := startHub(t, Config{NATSURL: "nats://" + px.Addr(), NodeName: "a"})
+	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
+	dev, tok := a.enroll("p1")
+	old := dialAgent(t, a.wsURL(), tok, dev)
+	old.serve(echoHandler)
+	a.waitState(dev, hubapi.StateOnline)
+
+	px.SetTarget(testutil.ClosedAddr(t))
+	px.Reset()
+	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	newer := dialAgent(t, b.wsURL(), tok, dev)
+	newer.serve(echoHandler)
+	waitFor(t, "the newer session online on b", func() bool {
+		p := b.presence(dev)
+		return p.State == hubapi.StateOnline && p.Session == newer.welcome.SessionID
+	})
+	select {
+	case <-old.done:
+		t.Fatal("the old session closed while its node was cut off: the test no longer covers a missed kick")
+	default:
+	}
+	px.SetTarget(ns.Addr().String())
+	select {
+	case <-old.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the superseded session on a still serves 30 s after a reconnected")
+	}
+	if code, reason := old.closeCode(); code != relay.CloseReplaced {
+		t.Fatalf("the superseded session closed with %d %q, want %d", code, reason, relay.CloseReplaced)
+	}
+	b.roundTrip(dev)
+	a.stop() // while NATS is up: cleanups would stop the server first
+	b.stop()
 }

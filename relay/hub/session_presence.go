@@ -18,8 +18,9 @@ import (
 // It is not rewritten every heartbeat: node liveness (nodes.go) tells a
 // crashed node's devices from live ones within seconds, and a live node
 // writes offline itself when a socket ends (retrying a failed write each
-// heartbeat: retryOffline). The record is refreshed only every
-// presenceRefresh, so a record whose writer vanished without either (a
+// heartbeat: retryOffline). A kick this node missed while cut off from
+// NATS is caught by rewriting every local record after a reconnect
+// (refreshLoop). The record is refreshed only every presenceRefresh, so a record whose writer vanished without either (a
 // node whose liveness record has expired, a node predating liveness
 // records) still goes stale on its own bound. At 19,000 agents the
 // per-heartbeat rewrite was ~760 KV writes a second and most of the hub's
@@ -117,9 +118,10 @@ func (s *session) writePresence(ctx context.Context, mutate func(*presenceRec)) 
 }
 
 // refreshPresence rewrites the record if presenceRefresh has passed since
-// it was last written (heartbeats in between write nothing).
-func (s *session) refreshPresence(ctx context.Context) {
-	if s.closing.Load() || !s.refreshDue() {
+// it was last written (heartbeats in between write nothing), or now with
+// force; a newer session owning the key closes this one.
+func (s *session) refreshPresence(ctx context.Context, force bool) {
+	if s.closing.Load() || (!force && !s.refreshDue()) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)

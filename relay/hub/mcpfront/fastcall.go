@@ -91,6 +91,13 @@ func (f *Front) fastCall(w http.ResponseWriter, r *http.Request, body []byte) bo
 	if msg.JSONRPC != "2.0" || msg.Method != "tools/call" || msg.Params == nil {
 		return false
 	}
+	// encoding/json matches a member to a field in any case ("Method"),
+	// the SDK only as spelled: what it would not read, it answers itself.
+	if !membersExact(body, fastMembers, func(name string, v []byte) bool {
+		return name != "params" || membersExact(v, fastParamsMembers, nil)
+	}) {
+		return false
+	}
 	h, ok := f.fast[msg.Params.Name]
 	if !ok {
 		return false
@@ -235,4 +242,97 @@ func acceptsJSONAndSSE(values []string) bool {
 		}
 	}
 	return jsonOK && sseOK
+}
+
+// The member names of a fastMsg and of its params, as spelled.
+var (
+	fastMembers       = []string{"jsonrpc", "id", "method", "params"}
+	fastParamsMembers = []string{"name", "arguments", "_meta"}
+)
+
+// membersExact reports whether every member name of the JSON object obj
+// (valid JSON: decoded before) is spelled exactly as one of names, without
+// escapes, and inner, when set, accepts each member's value.
+func membersExact(obj []byte, names []string, inner func(name string, value []byte) bool) bool {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return false
+	}
+	for i = skipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; {
+		if obj[i] != '"' {
+			return false
+		}
+		n := bytes.IndexByte(obj[i+1:], '"')
+		if n < 0 {
+			return false
+		}
+		key := obj[i+1 : i+1+n]
+		name := ""
+		for _, k := range names {
+			if string(key) == k {
+				name = k
+			}
+		}
+		if name == "" { // unknown, another case, or escaped
+			return false
+		}
+		if i = skipSpace(obj, i+2+n); i >= len(obj) || obj[i] != ':' {
+			return false
+		}
+		start := skipSpace(obj, i+1)
+		end := skipValue(obj, start)
+		if end < 0 || (inner != nil && !inner(name, obj[start:end])) {
+			return false
+		}
+		if i = skipSpace(obj, end); i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+	}
+	return i < len(obj)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the valid JSON value at b[i:], or
+// -1 when it runs out.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(b) {
+				return -1
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i // the end of the enclosing object
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i // after a number or a literal
+			}
+		}
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
 }

@@ -102,6 +102,13 @@ func TestFastCallAnswersAsTheSDK(t *testing.T) {
 		{"new protocol, other name header", "2026-07-28", newHeaders("list_local_rooms"), call(`24`, `{"name":"read_room","arguments":{"room_id":"ok"},`+meta("2026-07-28")+`}`), false},
 		{"new protocol without meta", "2026-07-28", newHeaders("read_room"), call(`25`, `{"name":"read_room","arguments":{"room_id":"ok"}}`), false},
 		{"unknown tool", "2025-06-18", nil, call(`26`, `{"name":"nope","arguments":{}}`), false},
+		// encoding/json would read these members in another case; the SDK does not.
+		{"method in another case", "2025-06-18", nil, `{"jsonrpc":"2.0","id":27,"Method":"tools/call","params":{"name":"read_room","arguments":{"room_id":"ok"}}}`, false},
+		{"params in another case", "2025-06-18", nil, `{"jsonrpc":"2.0","id":28,"method":"tools/call","PARAMS":{"name":"read_room","arguments":{"room_id":"ok"}}}`, false},
+		{"name in another case", "2025-06-18", nil, call(`29`, `{"Name":"read_room","arguments":{"room_id":"ok"}}`), false},
+		{"arguments in another case", "2025-06-18", nil, call(`30`, `{"name":"read_room","Arguments":{"room_id":"ok"}}`), false},
+		{"escaped member name", "2025-06-18", nil, call(`31`, `{"n\u0061me":"read_room","arguments":{"room_id":"ok"}}`), false},
+		{"spaced and nested", "2025-06-18", nil, " {\"jsonrpc\" : \"2.0\" ,\n\"id\":32, \"method\":\"tools/call\",\"params\":{ \"arguments\" : {\"room_id\":\"ok\"} , \"name\":\"read_room\",\"_meta\":{\"progressToken\":\"a}\\\"[\"}}} ", true},
 	}
 	for _, c := range cases {
 		fh.front.sdkOnly.Store(true)

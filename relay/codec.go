@@ -77,6 +77,34 @@ func Decode(data []byte, max int) (Frame, error) {
 	if !utf8.Valid(data) {
 		return nil, protoErr(CloseInvalidPayload, "text frame is not valid UTF-8")
 	}
+	if typ, ok := leadingType(data); ok && knownType(typ) {
+		return decodeAs(typ, data)
+	}
+	return decodeSlow(data)
+}
+
+// leadingType reads the frame's type where the frame begins as Encode
+// writes it, {"type":"NAME", so the frames of our own peers skip a first
+// decode of the whole frame for its head. Anything else (spaces, escapes,
+// "type" later in the object) goes the slow way. A frame that repeats
+// "type" is read by its first one here and by its last one there; the peer
+// chooses its frame's type either way.
+func leadingType(data []byte) (string, bool) {
+	const pre = `{"type":"`
+	if len(data) <= len(pre) || string(data[:len(pre)]) != pre {
+		return "", false
+	}
+	rest := data[len(pre):]
+	i := bytes.IndexByte(rest, '"')
+	if i <= 0 || i > 16 || i+1 >= len(rest) || (rest[i+1] != ',' && rest[i+1] != '}') ||
+		bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:i]), true
+}
+
+// decodeSlow finds the type by decoding the frame's head first.
+func decodeSlow(data []byte) (Frame, error) {
 	var head struct {
 		Type *string `json:"type"`
 	}
@@ -86,33 +114,58 @@ func Decode(data []byte, max int) (Frame, error) {
 	if head.Type == nil {
 		return nil, protoErr(CloseProtocolError, "frame has no \"type\" field")
 	}
-	var f Frame
-	switch *head.Type {
+	return decodeAs(*head.Type, data)
+}
+
+// knownType reports whether typ names a frame of this protocol.
+func knownType(typ string) bool {
+	switch typ {
+	case TypeHello, TypeWelcome, TypeCommand, TypeResult, TypeCancel, TypeEvent, TypeDrain:
+		return true
+	}
+	return false
+}
+
+// newFrame returns an empty frame of type typ, nil for an unknown type.
+func newFrame(typ string) Frame {
+	switch typ {
 	case TypeHello:
-		f = new(Hello)
+		return new(Hello)
 	case TypeWelcome:
-		f = new(Welcome)
+		return new(Welcome)
 	case TypeCommand:
-		f = new(Command)
+		return new(Command)
 	case TypeResult:
-		f = new(Result)
+		return new(Result)
 	case TypeCancel:
-		f = new(Cancel)
+		return new(Cancel)
 	case TypeEvent:
-		f = new(Event)
+		return new(Event)
 	case TypeDrain:
-		f = new(Drain)
-	default:
-		return nil, protoErr(CloseProtocolError, "unknown frame type %q", Clip(*head.Type, 32))
+		return new(Drain)
+	}
+	return nil
+}
+
+// decodeAs decodes data as a frame of type typ and checks its fields.
+func decodeAs(typ string, data []byte) (Frame, error) {
+	f := newFrame(typ)
+	if f == nil {
+		return nil, protoErr(CloseProtocolError, "unknown frame type %q", Clip(typ, 32))
 	}
 	// The "type" field is known to the envelope, not to the body structs, so
 	// unknown fields are tolerated (newer minor revisions may add some).
 	if err := json.Unmarshal(data, f); err != nil {
 		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return nil, protoErr(CloseInvalidPayload, "%s frame: field %q has the wrong type", *head.Type, ute.Field)
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &ute):
+			return nil, protoErr(CloseInvalidPayload, "%s frame: field %q has the wrong type", typ, ute.Field)
+		case errors.As(err, &se):
+			// What the slow way's head decode says of the same bytes.
+			return nil, protoErr(CloseInvalidPayload, "frame is not a JSON object: %v", err)
 		}
-		return nil, protoErr(CloseInvalidPayload, "%s frame: %v", *head.Type, err)
+		return nil, protoErr(CloseInvalidPayload, "%s frame: %v", typ, err)
 	}
 	if err := validate(f); err != nil {
 		return nil, err

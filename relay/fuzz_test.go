@@ -1,8 +1,10 @@
 package relay
 
 import (
+	"bytes"
 	"errors"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecode checks that no input makes the decoder panic, that every refusal
@@ -14,8 +16,12 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"type":"result","id":"c","ok":false,"error":{"code":"expired","message":"m"}}`))
 	f.Add([]byte(`{"type":"drain","after_ms":10}`))
 	f.Add([]byte(`{"type":}`))
+	f.Add([]byte(`{"type":"result","id":"c","ok":true,"result":{"a":[1,{"b":"x"}]},"audit_head":{"seq":3,"hash":"h"}} x`))
+	f.Add([]byte(`{"type":"result","id":"c","ok":"yes"}`))
+	f.Add([]byte(`{"type":"event","event":"e","data":{"k":1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fr, err := Decode(data, 4096)
+		sameAsSlow(t, data, fr, err)
 		if err != nil {
 			var pe *ProtocolError
 			if !errors.As(err, &pe) {
@@ -45,3 +51,32 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// sameAsSlow: where leadingType reads the type without decoding the head,
+// the frame (or the refusal) is what decoding the head first gives. Frames
+// that repeat "type" (in any case, or escaped) are left out: there the two
+// ways read different keys, as leadingType says.
+func sameAsSlow(t *testing.T, data []byte, fr Frame, err error) {
+	t.Helper()
+	if _, ok := leadingType(data); !ok || len(data) > 4096 || bytes.Count(bytes.ToLower(data), []byte(`"type"`)) != 1 ||
+		bytes.IndexByte(data, '\\') >= 0 || !utf8Valid(data) {
+		return
+	}
+	slow, serr := decodeSlow(data)
+	if (err == nil) != (serr == nil) {
+		t.Fatalf("fast %v, slow %v", err, serr)
+	}
+	if err != nil {
+		if err.Error() != serr.Error() || err.(*ProtocolError).Close != serr.(*ProtocolError).Close {
+			t.Fatalf("fast refused with %v, slow with %v", err, serr)
+		}
+		return
+	}
+	a, _ := Encode(fr)
+	b, _ := Encode(slow)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("fast %s, slow %s", a, b)
+	}
+}
+
+func utf8Valid(b []byte) bool { return utf8.Valid(b) }

@@ -162,3 +162,38 @@ func TestPatchedLibrariesKeepShapes(t *testing.T) {
 	}
 	t.Logf("\n%s", got)
 }
+
+// BenchmarkLibraryPatches is a smoke-run of each corpus snippet (a fresh
+// runtime, React loaded, then the run; the bundle built once) with the
+// pinned React builds and with libPatches applied, so the patches' effect
+// is measured in one process: compare the pinned and patched lines.
+func BenchmarkLibraryPatches(b *testing.B) {
+	names, corpus := benchCorpus(b)
+	testLibraries(b)
+	saved := libPatches
+	libPatches = nil
+	pinned, err := compileLibraries(libSrcs)
+	libPatches = saved
+	if err != nil {
+		b.Fatal(err)
+	}
+	patched := testLibraries(b)
+	for _, n := range names {
+		bundle, err := Build(corpus[n])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, v := range []struct {
+			name string
+			lib  *libraries
+		}{{"pinned", pinned}, {"patched", patched}} {
+			b.Run(n+"/"+v.name, func(b *testing.B) {
+				for b.Loop() {
+					if res, _ := runBundle(v.lib, bundle, testLimits); !res.OK {
+						b.Fatal(res.Summary())
+					}
+				}
+			})
+		}
+	}
+}

@@ -278,8 +278,17 @@ func (h *Hub) handleCommand(w http.ResponseWriter, r *http.Request) error {
 	extendWrite(w, wait+requestSlack+10*time.Second)
 	res := h.Command(r.Context(), Call{ID: req.ID, Device: r.PathValue("id"), Project: req.ProjectID,
 		Name: req.Name, Args: req.Args, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond})
-	writeJSON(w, StatusFor(res), res)
+	writeResult(w, res)
 	return nil
+}
+
+// writeResult answers a command with its result: as writeJSON would, with
+// an ok result's payload copied as it came (encodeReply).
+func writeResult(w http.ResponseWriter, res *relay.Result) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(StatusFor(res))
+	_, _ = w.Write(append(encodeReply(res), '\n'))
 }
 
 // handleProposal answers GET /v1/devices/{id}/proposals/{pid}[?wait=30s].

@@ -23,6 +23,22 @@ func TestEncodeReplyIsMarshal(t *testing.T) {
 		`{"type":"result","id":"c6","ok":false,"error":{"code":"not_found","message":"no room"}}`,
 		`{"type":"result","id":"c7","ok":true,"result":null,"audit_head":{"seq":3,"hash":"` + string(bytes.Repeat([]byte("ab"), 32)) + `"}}`,
 	}
+	// Replies decodeReply must not take apart: more after the payload, a
+	// payload that is not JSON.
+	for _, bad := range []string{
+		`{"id":"c","ok":true,"result":{"a":1},"audit_head":{"seq":1,"hash":"h"}}`,
+		`{"id":"c","ok":true,"result":{"a":1},"error":{"code":"internal","message":"m"}}`,
+	} {
+		back, err := decodeReply([]byte(bad))
+		var w relay.Result
+		json.Unmarshal([]byte(bad), &w)
+		if err != nil || back.AuditHead == nil && w.AuditHead != nil || back.Error == nil && w.Error != nil {
+			t.Fatalf("decodeReply(%s) = %+v, %v; want %+v", bad, back, err, w)
+		}
+	}
+	if _, err := decodeReply([]byte(`{"id":"c","ok":true,"result":{"a":}`)); err == nil {
+		t.Fatal("decodeReply took a reply whose payload is not JSON")
+	}
 	for _, fr := range frames {
 		f, err := relay.Decode([]byte(fr), 0)
 		if err != nil {
@@ -44,6 +60,18 @@ func TestEncodeReplyIsMarshal(t *testing.T) {
 		}
 		if !bytes.Contains([]byte(fr), []byte(" ")) && !bytes.ContainsAny([]byte(fr), "<>&") && !bytes.Equal(got, want) {
 			t.Fatalf("%s: reply %s, Marshal %s", fr, got, want)
+		}
+		// The requester reads both encodings back to the same result.
+		for _, enc := range [][]byte{got, want} {
+			back, err := decodeReply(enc)
+			if err != nil {
+				t.Fatalf("%s: decodeReply(%s): %v", fr, enc, err)
+			}
+			bv := jsonValue(t, back.Result)
+			back.Result = nil
+			if !reflect.DeepEqual(*back, w) || !reflect.DeepEqual(bv, wv) {
+				t.Fatalf("%s: decodeReply(%s) = %+v %v, want %+v %v", fr, enc, *back, bv, w, wv)
+			}
 		}
 	}
 }

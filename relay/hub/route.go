@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,14 +110,14 @@ func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout
 				}
 				continue
 			}
-			var res relay.Result
-			if err := json.Unmarshal(m.Data, &res); err != nil {
+			res, err := decodeReply(m.Data)
+			if err != nil {
 				return fail(relay.CodeInternal, "the hub got an unreadable result")
 			}
 			if res.ID == "" {
 				res.ID = cmd.ID
 			}
-			return &res
+			return res
 		case <-check:
 			if dead, _ := h.nodes.dead(node, time.Now()); dead {
 				h.log.Warn("the node serving a command stopped beating", "device", dev, "command", cmd.ID, "serving_node", node)
@@ -136,4 +137,26 @@ func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout
 			return fail(relay.CodeInternal, "the request was cancelled (client gone or hub shutting down)")
 		}
 	}
+}
+
+// decodeReply reads a command's NATS reply. A reply as encodeReply (or
+// json.Marshal) writes an ok result, {"id":"ID","ok":true,"result":...},
+// is taken apart without decoding its payload: the payload is only checked
+// to be valid JSON. Anything else is unmarshalled.
+func decodeReply(data []byte) (*relay.Result, error) {
+	const pre, mid = `{"id":"`, `","ok":true,"result":`
+	if bytes.HasPrefix(data, []byte(pre)) && len(data) > len(pre)+len(mid)+1 && data[len(data)-1] == '}' {
+		rest := data[len(pre):]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(mid)) {
+			payload := rest[i+len(mid) : len(rest)-1]
+			if json.Valid(payload) {
+				return &relay.Result{ID: string(rest[:i]), OK: true, Result: json.RawMessage(payload)}, nil
+			}
+		}
+	}
+	var res relay.Result
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -83,9 +82,9 @@ func (f *Front) fastCall(w http.ResponseWriter, r *http.Request, body []byte) bo
 		return false
 	}
 	var msg fastMsg
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if dec.Decode(&msg) != nil || dec.Decode(&struct{}{}) != io.EOF {
+	// Unknown members are refused by membersExact below (with any
+	// trailing data by Unmarshal).
+	if json.Unmarshal(body, &msg) != nil {
 		return false
 	}
 	if msg.JSONRPC != "2.0" || msg.Method != "tools/call" || msg.Params == nil {
@@ -174,25 +173,34 @@ func (f *Front) fastCall(w http.ResponseWriter, r *http.Request, body []byte) bo
 // capabilities (an object) and, if present, client info (an
 // implementation), which the SDK requires.
 func fastMeta(version string, raw json.RawMessage) bool {
-	var meta map[string]json.RawMessage
+	var pv, caps, ci []byte
 	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		if json.Unmarshal(t, &meta) != nil || meta == nil {
+		if !eachMember(t, func(key, v []byte) bool {
+			switch string(key) { // the last of a repeated name, as a decoded map keeps it
+			case mcp.MetaKeyProtocolVersion:
+				pv = v
+			case mcp.MetaKeyClientCapabilities:
+				caps = v
+			case mcp.MetaKeyClientInfo:
+				ci = v
+			}
+			return bytes.IndexByte(key, '\\') < 0 // an escaped name is the SDK's to read
+		}) {
 			return false
 		}
 	}
-	pv, claimed := meta[mcp.MetaKeyProtocolVersion]
 	if version < newProtocol {
-		return !claimed
+		return pv == nil
 	}
 	var v string
-	if !claimed || json.Unmarshal(pv, &v) != nil || v != version {
+	if pv == nil || json.Unmarshal(pv, &v) != nil || v != version {
 		return false
 	}
 	// An object (the message was decoded whole, so it is valid JSON).
-	if caps := bytes.TrimSpace(meta[mcp.MetaKeyClientCapabilities]); len(caps) == 0 || caps[0] != '{' {
+	if len(caps) == 0 || caps[0] != '{' {
 		return false
 	}
-	if ci, ok := meta[mcp.MetaKeyClientInfo]; ok {
+	if ci != nil {
 		var impl *mcp.Implementation
 		if json.Unmarshal(ci, &impl) != nil || impl == nil {
 			return false
@@ -254,6 +262,21 @@ var (
 // (valid JSON: decoded before) is spelled exactly as one of names, without
 // escapes, and inner, when set, accepts each member's value.
 func membersExact(obj []byte, names []string, inner func(name string, value []byte) bool) bool {
+	return eachMember(obj, func(key, value []byte) bool {
+		for _, name := range names {
+			if string(key) == name { // unknown, another case or escaped: no name matches
+				return inner == nil || inner(name, value)
+			}
+		}
+		return false
+	})
+}
+
+// eachMember calls fn with each member of the JSON object obj (valid
+// JSON: decoded before), its name as written between the quotes and its
+// value, in order, until fn returns false; it reports whether obj is an
+// object and fn accepted every member.
+func eachMember(obj []byte, fn func(key, value []byte) bool) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
@@ -262,26 +285,17 @@ func membersExact(obj []byte, names []string, inner func(name string, value []by
 		if obj[i] != '"' {
 			return false
 		}
-		n := bytes.IndexByte(obj[i+1:], '"')
-		if n < 0 {
+		end := skipValue(obj, i) // the name, escapes and all
+		if end < 0 {
 			return false
 		}
-		key := obj[i+1 : i+1+n]
-		name := ""
-		for _, k := range names {
-			if string(key) == k {
-				name = k
-			}
-		}
-		if name == "" { // unknown, another case, or escaped
-			return false
-		}
-		if i = skipSpace(obj, i+2+n); i >= len(obj) || obj[i] != ':' {
+		key := obj[i+1 : end-1]
+		if i = skipSpace(obj, end); i >= len(obj) || obj[i] != ':' {
 			return false
 		}
 		start := skipSpace(obj, i+1)
-		end := skipValue(obj, start)
-		if end < 0 || (inner != nil && !inner(name, obj[start:end])) {
+		end = skipValue(obj, start)
+		if end < 0 || !fn(key, obj[start:end]) {
 			return false
 		}
 		if i = skipSpace(obj, end); i < len(obj) && obj[i] == ',' {

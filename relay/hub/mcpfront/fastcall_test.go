@@ -108,6 +108,10 @@ func TestFastCallAnswersAsTheSDK(t *testing.T) {
 		{"name in another case", "2025-06-18", nil, call(`29`, `{"Name":"read_room","arguments":{"room_id":"ok"}}`), false},
 		{"arguments in another case", "2025-06-18", nil, call(`30`, `{"name":"read_room","Arguments":{"room_id":"ok"}}`), false},
 		{"escaped member name", "2025-06-18", nil, call(`31`, `{"n\u0061me":"read_room","arguments":{"room_id":"ok"}}`), false},
+		{"meta names a version escaped", "2025-06-18", nil, call(`33`, `{"name":"read_room","arguments":{"room_id":"ok"},"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}`), false},
+		{"meta not an object", "2025-06-18", nil, call(`34`, `{"name":"read_room","arguments":{"room_id":"ok"},"_meta":[1]}`), false},
+		{"trailing value", "2025-06-18", nil, call(`35`, `{"name":"read_room","arguments":{"room_id":"ok"}}`) + ` 5`, false},
+		{"new protocol, meta repeats a name", "2026-07-28", newHeaders("read_room"), call(`36`, `{"name":"read_room","arguments":{"room_id":"ok"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18",`+meta("2026-07-28")[9:]+`}`), true},
 		{"spaced and nested", "2025-06-18", nil, " {\"jsonrpc\" : \"2.0\" ,\n\"id\":32, \"method\":\"tools/call\",\"params\":{ \"arguments\" : {\"room_id\":\"ok\"} , \"name\":\"read_room\",\"_meta\":{\"progressToken\":\"a}\\\"[\"}}} ", true},
 	}
 	for _, c := range cases {

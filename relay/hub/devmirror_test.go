@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -399,20 +398,12 @@ func BenchmarkDeviceMirrorMemory(b *testing.B) {
 // session.
 func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	px := testutil.NewProxy(t, ns.Addr().String())
-	a := startHub(t, Config{NATSURL: "nats://" + px.Addr(), NodeName: "a"})
-	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
-	dev, tok := a.enroll("p1")
-	ag := dialAgent(t, a.wsURL(), tok, dev)
-	ag.serve(echoHandler)
-	a.waitState(dev, hubapi.StateOnline)
+	c := startCutOffPair(t)
+	a, b, dev, ag := c.a, c.b, c.dev, c.agent
 	a.waitMirrorCaughtUp(dev)
 
 	// Cut off: the connection closes and redials reach nothing.
-	px.SetTarget(testutil.ClosedAddr(t))
-	px.Reset()
-	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	c.cut(t)
 	if _, err := b.cl.Revoke(context.Background(), dev); err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +412,7 @@ func TestRevokeWhileCutOffClosesTheSession(t *testing.T) {
 		t.Fatal("the session closed while its node was cut off from NATS: the test no longer covers a missed revoke")
 	default:
 	}
-	px.SetTarget(ns.Addr().String())
+	c.heal()
 	a.waitMetric("roomrelay_hub_bucket_copy_loads_total", "bucket=rr_devices", 2)
 	if code, reason := ag.closeCode(); code != relay.CloseRevoked {
 		t.Fatalf("socket closed with %d %q, want %d", code, reason, relay.CloseRevoked)

@@ -388,3 +388,38 @@ func startExternalNATS(t testing.TB) string {
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	return ns.ClientURL()
 }
+
+// cutOffPair is two nodes on one NATS server, node a reaching it through a
+// proxy the test can cut, and a device whose session is on a.
+type cutOffPair struct {
+	a, b     *testHub
+	ns       *server.Server
+	px       *testutil.Proxy
+	dev, tok string
+	agent    *fakeAgent
+}
+
+func startCutOffPair(t *testing.T) cutOffPair {
+	t.Helper()
+	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	c := cutOffPair{ns: ns, px: testutil.NewProxy(t, ns.Addr().String())}
+	c.a = startHub(t, Config{NATSURL: "nats://" + c.px.Addr(), NodeName: "a"})
+	c.b = startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
+	c.dev, c.tok = c.a.enroll("p1")
+	c.agent = dialAgent(t, c.a.wsURL(), c.tok, c.dev)
+	c.agent.serve(echoHandler)
+	c.a.waitState(c.dev, hubapi.StateOnline)
+	return c
+}
+
+// cut closes a's NATS connection, makes its redials reach nothing, and
+// waits until a knows it is cut off.
+func (c cutOffPair) cut(t *testing.T) {
+	t.Helper()
+	c.px.SetTarget(testutil.ClosedAddr(t))
+	c.px.Reset()
+	c.a.waitMetric("roomrelay_hub_nats_connected", "", 0)
+}
+
+// heal lets a's redials reach NATS again.
+func (c cutOffPair) heal() { c.px.SetTarget(c.ns.Addr().String()) }

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/roomrelay/roomrelay/internal/testutil"
 	"github.com/roomrelay/roomrelay/relay"
 	"github.com/roomrelay/roomrelay/relay/hubapi"
 )
@@ -134,18 +132,10 @@ func TestFailedOfflineWriteIsRetried(t *testing.T) {
 // on. Checked failing with the rewrite after a reconnect removed.
 func TestKickMissedWhileCutOffClosesTheSession(t *testing.T) {
 	t.Parallel()
-	ns := startNATS(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	px := testutil.NewProxy(t, ns.Addr().String())
-	a := startHub(t, Config{NATSURL: "nats://" + px.Addr(), NodeName: "a"})
-	b := startHub(t, Config{NATSURL: ns.ClientURL(), NodeName: "b"})
-	dev, tok := a.enroll("p1")
-	old := dialAgent(t, a.wsURL(), tok, dev)
-	old.serve(echoHandler)
-	a.waitState(dev, hubapi.StateOnline)
+	c := startCutOffPair(t)
+	a, b, dev, tok, old := c.a, c.b, c.dev, c.tok, c.agent
 
-	px.SetTarget(testutil.ClosedAddr(t))
-	px.Reset()
-	a.waitMetric("roomrelay_hub_nats_connected", "", 0)
+	c.cut(t)
 	newer := dialAgent(t, b.wsURL(), tok, dev)
 	newer.serve(echoHandler)
 	waitFor(t, "the newer session online on b", func() bool {
@@ -157,7 +147,7 @@ func TestKickMissedWhileCutOffClosesTheSession(t *testing.T) {
 		t.Fatal("the old session closed while its node was cut off: the test no longer covers a missed kick")
 	default:
 	}
-	px.SetTarget(ns.Addr().String())
+	c.heal()
 	select {
 	case <-old.done:
 	case <-time.After(30 * time.Second):

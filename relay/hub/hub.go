@@ -67,7 +67,12 @@ type Hub struct {
 	// written again each heartbeat (retryOffline)
 	unwritten map[string]offlineRetry
 
-	startTook    atomic.Int64 // nanoseconds from Run's start to ready (roomrelay_hub_start_seconds)
+	startTook atomic.Int64 // nanoseconds from Run's start to ready (roomrelay_hub_start_seconds)
+	// incarnation names this run of the node: its liveness record's
+	// Started, and the node_started of every presence record it writes, so
+	// a reader tells a record of an earlier run of a restarted node (which
+	// crashed without writing offline) from one of the run that beats now.
+	incarnation  time.Time
 	waitsParked  atomic.Int64 // WaitProposal calls waiting now
 	waitsStarted atomic.Int64 // ever, for tests
 	sessWG       sync.WaitGroup
@@ -253,6 +258,7 @@ func (h *Hub) Run(ctx context.Context) (err error) {
 	if err := h.claimNodeName(ctx); err != nil {
 		return fmt.Errorf("hub: %w", err)
 	}
+	h.incarnation = time.Now().UTC()
 	beatWG.Go(func() { h.beatNodes(beatCtx) })
 	wg.Go(func() { h.watchNodes(loopCtx, nodeWatch) })
 	wg.Go(func() { h.dispatch(loopCtx, ctlCh) })

@@ -38,9 +38,10 @@ type nodeTable struct {
 }
 
 type nodeSeen struct {
-	heard time.Time     // when its last beat arrived here
-	beat  time.Duration // its beat interval
-	gone  bool          // it deleted its record: shut down cleanly
+	heard   time.Time     // when its last beat arrived here
+	beat    time.Duration // its beat interval
+	gone    bool          // it deleted its record: shut down cleanly
+	started time.Time     // the run that beats: its record's Started (the node's clock)
 }
 
 // nodeKey is a node name as a KV key: what a key cannot hold becomes "_".
@@ -68,6 +69,21 @@ func (t *nodeTable) dead(node string, now time.Time) (bool, time.Time) {
 	return now.Sub(n.heard) > nodeDeadBeats*n.beat, n.heard
 }
 
+// otherRun reports whether a presence record written by node's run that
+// started at started belongs to an earlier run than the one beating now:
+// that run crashed (a clean stop writes offline), and the record's devices
+// are not connected through it. Equality, not order, so the nodes' clocks
+// do not matter; false when either side does not say.
+func (t *nodeTable) otherRun(node string, started time.Time) bool {
+	if started.IsZero() {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.m[nodeKey(node)]
+	return ok && !n.gone && !n.started.IsZero() && !n.started.Equal(started)
+}
+
 func (t *nodeTable) hearsSelfLocked(now time.Time) bool {
 	me, ok := t.m[t.self]
 	return ok && !me.gone && now.Sub(me.heard) <= nodeDeadBeats*me.beat
@@ -91,7 +107,7 @@ func (t *nodeTable) set(key string, n nodeSeen) {
 // beatNodes writes this node's record now and every beat until ctx ends,
 // then deletes it (a clean stop: the node is gone, not dead).
 func (h *Hub) beatNodes(ctx context.Context) {
-	rec := nodeRec{Node: h.cfg.NodeName, Started: time.Now().UTC(), BeatMS: h.cfg.NodeBeat.Milliseconds()}
+	rec := nodeRec{Node: h.cfg.NodeName, Started: h.incarnation, BeatMS: h.cfg.NodeBeat.Milliseconds()}
 	key := nodeKey(h.cfg.NodeName)
 	put := func() {
 		rec.Refreshed = time.Now().UTC()
@@ -183,7 +199,7 @@ func (h *Hub) followNodes(ctx context.Context, w jetstream.KeyWatcher) {
 				// that died before we started is not taken for alive.
 				heard = e.Created()
 			}
-			h.nodes.set(e.Key(), nodeSeen{heard: heard, beat: time.Duration(rec.BeatMS) * time.Millisecond})
+			h.nodes.set(e.Key(), nodeSeen{heard: heard, beat: time.Duration(rec.BeatMS) * time.Millisecond, started: rec.Started})
 		}
 	}
 }

@@ -160,3 +160,39 @@ func TestKickMissedWhileCutOffClosesTheSession(t *testing.T) {
 	a.stop() // while NATS is up: cleanups would stop the server first
 	b.stop()
 }
+
+// TestRestartedNodesEarlierSessionsReadOffline: node a crashes with a
+// device online on it (no offline write) and is started again under its
+// name, as a supervisor restarts it, long before the record's 10-minute
+// bound. Once the other nodes hear the new run beat, the device, which has
+// not come back, reads offline there and on the new run at once: the record
+// names the run that wrote it (node_started), and that run is gone.
+// Checked failing without the run check (it read online on a's new run).
+func TestRestartedNodesEarlierSessionsReadOffline(t *testing.T) {
+	t.Parallel()
+	url := startExternalNATS(t)
+	beat := 100 * time.Millisecond
+	a := startHub(t, Config{NATSURL: url, NodeName: "a", NodeBeat: beat})
+	b := startHub(t, Config{NATSURL: url, NodeName: "b", NodeBeat: beat})
+	dev, tok := a.enroll("p1")
+	ag := dialAgent(t, a.wsURL(), tok, dev)
+	ag.serve(echoHandler)
+	waitFor(t, "online on a as b sees it", func() bool { p := b.presence(dev); return p.State == hubapi.StateOnline && p.Node == "a" })
+
+	// The crash: a's NATS connection ends as a killed process's does, and
+	// so does the agent's socket; nothing writes offline.
+	a.Hub.nc.Close()
+	ag.conn.Close()
+	a2 := startHub(t, Config{NATSURL: url, NodeName: "a", NodeBeat: beat})
+	for _, th := range []*testHub{b, a2} {
+		waitFor(t, "the new run of a beating as "+th.Hub.cfg.NodeName+" hears it", func() bool {
+			th.Hub.nodes.mu.Lock()
+			n := th.Hub.nodes.m[nodeKey("a")]
+			th.Hub.nodes.mu.Unlock()
+			return n.started.Equal(a2.Hub.incarnation) && time.Since(n.heard) < 2*beat
+		})
+		if p := th.presence(dev); p.State != hubapi.StateOffline || p.LastSeen.IsZero() {
+			t.Fatalf("on %s the device of a's crashed run reads %+v, want offline with last_seen", th.Hub.cfg.NodeName, p)
+		}
+	}
+}

@@ -261,6 +261,15 @@ func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
 		out.App = "" // the app's presence means something only while the device is reachable
 		return out
 	}
+	if h.nodes.otherRun(p.Node, p.NodeStarted) {
+		// Written by an earlier run of a node that was restarted after a
+		// crash: that run's sockets are gone.
+		out.State, out.Since, out.App = hubapi.StateOffline, p.Refreshed, ""
+		if p.Refreshed.After(out.LastSeen) {
+			out.LastSeen = p.Refreshed
+		}
+		return out
+	}
 	if dead, at := h.nodes.dead(p.Node, time.Now()); dead {
 		// The node holding the socket crashed (or stopped without
 		// writing offline): the device is not reachable through it.

@@ -53,7 +53,7 @@ func (s *session) goOnlineAndKick(ctx context.Context, app string) error {
 func (s *session) goOnline(ctx context.Context, app string) error {
 	now := s.h.cfg.Now().UTC()
 	rec := presenceRec{State: hubapi.StateOnline, Session: s.id, Node: s.h.cfg.NodeName,
-		Since: now, LastSeen: now, Refreshed: now, StaleAfterMS: s.h.presenceStaleAfter().Milliseconds(), App: app}
+		Since: now, LastSeen: now, Refreshed: now, NodeStarted: s.h.incarnation, StaleAfterMS: s.h.presenceStaleAfter().Milliseconds(), App: app}
 	s.presMu.Lock()
 	defer s.presMu.Unlock()
 	rev, err := s.h.st.presence.Put(ctx, s.dev, mustJSON(rec))

@@ -110,6 +110,9 @@ type presenceRec struct {
 	LastSeen     time.Time `json:"last_seen"`
 	Refreshed    time.Time `json:"refreshed"`
 	StaleAfterMS int64     `json:"stale_after_ms,omitempty"`
+	// NodeStarted is the writing node's run (Hub.incarnation): a record of
+	// an earlier run of a node that beats again is offline.
+	NodeStarted time.Time `json:"node_started,omitzero"`
 	// App is the desktop app's presence when the device's Rooms come from
 	// it (hubapi.AppOpen, hubapi.AppClosed); "" for a builtin provider or
 	// an agent that does not say.

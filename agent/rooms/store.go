@@ -99,15 +99,13 @@ type Store struct {
 	// tenth of a read's CPU).
 	stReadRoom, stRoomExists, stListApps, stAppStatus *sql.Stmt
 
-	dvMu sync.Mutex
-	dv   *sql.Conn // the connection CommitCounter asks; nil until first asked
-
 	// rc keeps read_room's summaries while nothing was committed
 	// (roomcache.go). pin is a connection held open for the store's
 	// life, so SQLite never deletes the wal-index rc maps (it does when
-	// its last connection closes).
-	rc  roomCache
-	pin *sql.Conn
+	// its last connection closes); CommitCounter asks it too, under pinMu.
+	rc    roomCache
+	pinMu sync.Mutex
+	pin   *sql.Conn
 }
 
 var (
@@ -149,7 +147,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	// of them stay open once opened: with fewer idle than open, concurrent
 	// reads closed and reopened connections (each open runs the pragmas and
 	// prepares every statement again) under load.
-	// One more is pinned for the wal-index (openCache).
+	// One more is pinned for the wal-index and CommitCounter (openCache).
 	db.SetMaxOpenConns(5)
 	db.SetMaxIdleConns(5)
 	s := &Store{db: db, log: logger, now: time.Now, wsem: make(chan struct{}, 1)}
@@ -200,19 +198,12 @@ func (s *Store) openCache(ctx context.Context, path string) error {
 // itself (size, mtime of the WAL) can see a commit's frames before it is
 // published; this cannot.
 func (s *Store) CommitCounter(ctx context.Context) (int64, error) {
-	s.dvMu.Lock()
-	defer s.dvMu.Unlock()
-	if s.dv == nil {
-		c, err := s.db.Conn(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("rooms: commit counter: %w", err)
-		}
-		s.dv = c
-	}
+	// The pinned connection never writes, so every commit is another
+	// connection's and moves its counter.
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
 	var v int64
-	if err := s.dv.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
-		s.dv.Close() // a fresh connection next time; its counter starts anew
-		s.dv = nil
+	if err := s.pin.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
 		return 0, fmt.Errorf("rooms: commit counter: %w", err)
 	}
 	return v, nil
@@ -220,15 +211,11 @@ func (s *Store) CommitCounter(ctx context.Context) (int64, error) {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	s.dvMu.Lock()
-	if s.dv != nil {
-		s.dv.Close()
-		s.dv = nil
-	}
-	s.dvMu.Unlock()
+	s.pinMu.Lock()
 	if s.pin != nil {
 		s.pin.Close()
 	}
+	s.pinMu.Unlock()
 	err := s.db.Close()
 	s.rc.wal.close() // after SQLite let go of the file: see walIndex.f
 	if err != nil {

@@ -65,7 +65,10 @@ func (f *Front) addTool(t *mcp.Tool, h mcp.ToolHandler) {
 	f.toolList = append(f.toolList, t)
 	f.server.AddTool(t, withCallContext(h))
 	if t.Name != ToolWaitForReview { // it sends progress on its session
-		f.fast[t.Name] = withCallContext(h)
+		// Unwrapped: fastCall runs on the guard's request context, which
+		// already is the call's context (cancel.go), so the wrapper's
+		// child context and its AfterFunc would only repeat it.
+		f.fast[t.Name] = h
 	}
 }
 

@@ -117,7 +117,7 @@ func (f *Front) fastCall(w http.ResponseWriter, r *http.Request, body []byte) bo
 	var out []byte
 	if err != nil { // the front's handlers answer tool errors as results; this is a defect
 		f.log.Error("tools/call handler failed", "tool", msg.Params.Name, "err", err)
-		out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32603, "message": err.Error()}})
+		out = rpcErrorBody(id, -32603, err.Error())
 	} else {
 		if res.Content == nil {
 			res.Content = []mcp.Content{} // as the SDK: never "content": null
@@ -157,7 +157,7 @@ func (f *Front) fastCall(w http.ResponseWriter, r *http.Request, body []byte) bo
 		}
 		if err != nil {
 			f.log.Error("tools/call result does not encode", "tool", msg.Params.Name, "err", err)
-			out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32603, "message": "the result does not encode"}})
+			out = rpcErrorBody(id, -32603, "the result does not encode")
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

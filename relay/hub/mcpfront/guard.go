@@ -166,10 +166,15 @@ func (f *Front) countMessages(body []byte) (n, counted int, heads []msgHead, err
 // rpcError answers with a JSON-RPC error (id null: it may stand for a
 // whole batch).
 func rpcError(w http.ResponseWriter, status, code int, msg string) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(append(rpcErrorBody(nil, code, msg), '\n'))
+}
+
+// rpcErrorBody is a JSON-RPC error response for id (null when nil).
+func rpcErrorBody(id json.RawMessage, code int, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	return b
 }
 
 // hostAllowed is the DNS-rebinding rule: a request that reached a loopback

@@ -77,8 +77,10 @@ func Decode(data []byte, max int) (Frame, error) {
 	if !utf8.Valid(data) {
 		return nil, protoErr(CloseInvalidPayload, "text frame is not valid UTF-8")
 	}
-	if typ, ok := leadingType(data); ok && knownType(typ) {
-		return decodeAs(typ, data)
+	if typ, ok := leadingType(data); ok {
+		if f := newFrame(typ); f != nil {
+			return decodeInto(f, typ, data)
+		}
 	}
 	return decodeSlow(data)
 }
@@ -117,15 +119,6 @@ func decodeSlow(data []byte) (Frame, error) {
 	return decodeAs(*head.Type, data)
 }
 
-// knownType reports whether typ names a frame of this protocol.
-func knownType(typ string) bool {
-	switch typ {
-	case TypeHello, TypeWelcome, TypeCommand, TypeResult, TypeCancel, TypeEvent, TypeDrain:
-		return true
-	}
-	return false
-}
-
 // newFrame returns an empty frame of type typ, nil for an unknown type.
 func newFrame(typ string) Frame {
 	switch typ {
@@ -153,6 +146,12 @@ func decodeAs(typ string, data []byte) (Frame, error) {
 	if f == nil {
 		return nil, protoErr(CloseProtocolError, "unknown frame type %q", Clip(typ, 32))
 	}
+	return decodeInto(f, typ, data)
+}
+
+// decodeInto decodes data into f, an empty frame of type typ, and checks
+// its fields.
+func decodeInto(f Frame, typ string, data []byte) (Frame, error) {
 	// The "type" field is known to the envelope, not to the body structs, so
 	// unknown fields are tolerated (newer minor revisions may add some).
 	if err := json.Unmarshal(data, f); err != nil {

@@ -1,9 +1,7 @@
 package hub
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -137,26 +135,4 @@ func (h *Hub) route(ctx context.Context, dev string, cmd *relay.Command, timeout
 			return fail(relay.CodeInternal, "the request was cancelled (client gone or hub shutting down)")
 		}
 	}
-}
-
-// decodeReply reads a command's NATS reply. A reply as encodeReply (or
-// json.Marshal) writes an ok result, {"id":"ID","ok":true,"result":...},
-// is taken apart without decoding its payload: the payload is only checked
-// to be valid JSON. Anything else is unmarshalled.
-func decodeReply(data []byte) (*relay.Result, error) {
-	const pre, mid = `{"id":"`, `","ok":true,"result":`
-	if bytes.HasPrefix(data, []byte(pre)) && len(data) > len(pre)+len(mid)+1 && data[len(data)-1] == '}' {
-		rest := data[len(pre):]
-		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(mid)) {
-			payload := rest[i+len(mid) : len(rest)-1]
-			if json.Valid(payload) {
-				return &relay.Result{ID: string(rest[:i]), OK: true, Result: json.RawMessage(payload)}, nil
-			}
-		}
-	}
-	var res relay.Result
-	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
 }

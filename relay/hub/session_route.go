@@ -195,40 +195,6 @@ func (s *session) respond(replies []*nats.Msg, res *relay.Result) {
 	}
 }
 
-// encodeReply is the NATS reply for res: what json.Marshal writes, except
-// that an ok result's payload is copied as it came. The device's frame was
-// decoded by relay.Decode, so the payload is valid JSON already, and
-// Marshal's second pass over it (compacting and checking it again) was the
-// hub's largest per-byte cost per result after the decode. Anything else
-// (errors, ids needing escapes) is marshalled.
-func encodeReply(res *relay.Result) []byte {
-	if !res.OK || res.Error != nil || res.AuditHead != nil || !plainJSONString(res.ID) {
-		return mustJSON(res)
-	}
-	b := make([]byte, 0, len(res.ID)+len(res.Result)+32)
-	b = append(b, `{"id":"`...)
-	b = append(b, res.ID...)
-	b = append(b, `","ok":true`...)
-	if len(res.Result) > 0 {
-		b = append(b, `,"result":`...)
-		b = append(b, res.Result...)
-	}
-	return append(b, '}')
-}
-
-// plainJSONString reports whether s is written into a JSON string as it
-// is by json.Marshal: printable ASCII without quote, backslash or the HTML
-// characters Marshal escapes.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
 // sweepPending forgets commands whose requester has long stopped waiting.
 func (s *session) sweepPending() {
 	cut := s.h.cfg.Now().Add(-requestSlack - time.Second)

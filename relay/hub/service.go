@@ -261,38 +261,36 @@ func (h *Hub) effectivePresence(p *presenceRec) hubapi.Presence {
 		out.App = "" // the app's presence means something only while the device is reachable
 		return out
 	}
-	if h.nodes.otherRun(p.Node, p.NodeStarted) {
-		// Written by an earlier run of a node that was restarted after a
-		// crash: that run's sockets are gone.
-		out.State, out.Since, out.App = hubapi.StateOffline, p.Refreshed, ""
-		if p.Refreshed.After(out.LastSeen) {
-			out.LastSeen = p.Refreshed
-		}
-		return out
-	}
-	if dead, at := h.nodes.dead(p.Node, time.Now()); dead {
-		// The node holding the socket crashed (or stopped without
-		// writing offline): the device is not reachable through it.
-		out.State, out.Since, out.App = hubapi.StateOffline, at, ""
-		// The record is rewritten only every presenceRefresh; the node
-		// kept the session open until its last beat, and an open session
-		// had a frame within the read deadline.
-		for _, t := range []time.Time{p.Refreshed, at} {
+	// offline is an online record its writer can no longer stand behind:
+	// offline since, last seen at the latest of its last frame and seen.
+	offline := func(since time.Time, seen ...time.Time) hubapi.Presence {
+		out.State, out.Since, out.App = hubapi.StateOffline, since, ""
+		for _, t := range seen {
 			if t.After(out.LastSeen) {
 				out.LastSeen = t
 			}
 		}
 		return out
 	}
+	if h.nodes.otherRun(p.Node, p.NodeStarted) {
+		// Written by an earlier run of a node that was restarted after a
+		// crash: that run's sockets are gone.
+		return offline(p.Refreshed, p.Refreshed)
+	}
+	if dead, at := h.nodes.dead(p.Node, time.Now()); dead {
+		// The node holding the socket crashed (or stopped without
+		// writing offline): the device is not reachable through it. The
+		// record is rewritten only every presenceRefresh; the node kept
+		// the session open until its last beat, and an open session had a
+		// frame within the read deadline.
+		return offline(at, p.Refreshed, at)
+	}
 	stale := time.Duration(p.StaleAfterMS) * time.Millisecond
 	if stale <= 0 {
 		stale = h.staleAfter()
 	}
 	if h.cfg.Now().Sub(p.Refreshed) > stale {
-		out.State, out.Since, out.App = hubapi.StateOffline, p.Refreshed, ""
-		if p.Refreshed.After(out.LastSeen) {
-			out.LastSeen = p.Refreshed
-		}
+		return offline(p.Refreshed, p.Refreshed)
 	}
 	return out
 }

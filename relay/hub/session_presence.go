@@ -16,15 +16,17 @@ import (
 // overwrites a newer one.
 //
 // It is not rewritten every heartbeat: node liveness (nodes.go) tells a
-// crashed node's devices from live ones within seconds, and a live node
+// crashed node's devices from live ones within seconds, a record names the
+// node's run that wrote it (node_started), so a node restarted after a
+// crash does not vouch for its predecessor's records, and a live node
 // writes offline itself when a socket ends (retrying a failed write each
 // heartbeat: retryOffline). A kick this node missed while cut off from
 // NATS is caught by rewriting every local record after a reconnect
-// (refreshLoop). The record is refreshed only every presenceRefresh, so a record whose writer vanished without either (a
-// node whose liveness record has expired, a node predating liveness
-// records) still goes stale on its own bound. At 19,000 agents the
-// per-heartbeat rewrite was ~760 KV writes a second and most of the hub's
-// memory churn; this is ~32.
+// (refreshLoop). The record is refreshed every presenceRefresh, so a
+// record whose writer vanished without any of these (a node whose liveness
+// record has expired, a node predating liveness records) still goes stale
+// on its own bound. At 19,000 agents the per-heartbeat rewrite was ~760 KV
+// writes a second and most of the hub's memory churn; this is ~32.
 
 // presenceRefresh is how often a connected session's presence record is
 // rewritten when nothing else changed it. Its staleness bound (below) must

@@ -109,8 +109,7 @@ type CommandRan struct {
 }
 
 // AppInfo is who a room provider app said it is in its hello, as
-// provider_changed tells it (agent/provider's AppInfo, the provider
-// protocol's copy, converts to it field by field).
+// provider_changed tells it (agent/provider's AppInfo is this type).
 type AppInfo struct {
 	Name         string       `json:"name"`
 	Version      string       `json:"version"`

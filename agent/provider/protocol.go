@@ -78,25 +78,13 @@ func (e *rpcError) relayCode() relay.Code {
 	return d.Code
 }
 
-// AppInfo is who the provider said it is, cleaned and bounded.
-type AppInfo struct {
-	Name         string       `json:"name"`
-	Version      string       `json:"version"`
-	Capabilities Capabilities `json:"capabilities"`
-}
-
-// event is a as provider_changed tells it.
-func (a AppInfo) event() *events.AppInfo {
-	return &events.AppInfo{Name: a.Name, Version: a.Version, Capabilities: events.Capabilities(a.Capabilities)}
-}
-
-// Capabilities are the optional parts of the protocol an app implements.
-type Capabilities struct {
-	Install       bool `json:"install"`
-	Files         bool `json:"files"`
-	BuildState    bool `json:"build_state"`
-	Notifications bool `json:"notifications"`
-}
+// AppInfo is who the provider said it is, cleaned and bounded, and
+// Capabilities the optional parts of the protocol it implements: agent/events'
+// types, because provider_changed carries them as they are.
+type (
+	AppInfo      = events.AppInfo
+	Capabilities = events.Capabilities
+)
 
 // helloParams is what roomrelay reads of provider.hello.
 type helloParams struct {

@@ -285,7 +285,7 @@ func (s *Server) changed(connected bool, ss *session) {
 	if s.cfg.Events != nil {
 		ev := events.ProviderChanged{Connected: connected}
 		if connected {
-			ev.App, ev.PID, ev.Exe, ev.Since = app.event(), ss.peer.PID, ss.peer.Exe, ss.since
+			ev.App, ev.PID, ev.Exe, ev.Since = &app, ss.peer.PID, ss.peer.Exe, ss.since
 		}
 		s.cfg.Events.Publish(ev)
 	}

@@ -35,7 +35,8 @@ func summarize(tree goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 			return
 		}
 		if t := exportString(o.Get("type")); t != "" {
-			handlers = countElement(s, handlers, t, o)
+			props, _ := o.Get("props").(*goja.Object)
+			handlers = countElement(s, handlers, t, props)
 		}
 		walk(o.Get("children"), depth+1)
 	}
@@ -78,8 +79,9 @@ func summarizeHost(children goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 			if t == "" {
 				return
 			}
-			handlers = countElement(s, handlers, t, o)
-			s.TextLength += textContentLength(o)
+			props, _ := o.Get("props").(*goja.Object)
+			handlers = countElement(s, handlers, t, props)
+			s.TextLength += textContentLength(props)
 			list(o.Get("children"), depth+1)
 		}
 	}
@@ -88,11 +90,12 @@ func summarizeHost(children goja.Value) (*sandbox.RenderSummary, []goja.Value) {
 }
 
 // countElement counts one host element of type t in s and appends its
-// onClick handler, if it has one, to handlers: the same for both walks.
-func countElement(s *sandbox.RenderSummary, handlers []goja.Value, t string, o *goja.Object) []goja.Value {
+// onClick handler, if its props (nil: none) have one, to handlers: the
+// same for both walks.
+func countElement(s *sandbox.RenderSummary, handlers []goja.Value, t string, props *goja.Object) []goja.Value {
 	s.Elements[t]++
 	s.ElementCount++
-	if props, ok := o.Get("props").(*goja.Object); ok {
+	if props != nil {
 		if h := props.Get("onClick"); h != nil {
 			if _, ok := goja.AssertFunction(h); ok {
 				handlers = append(handlers, h)
@@ -112,9 +115,8 @@ func eachItem(o *goja.Object, f func(goja.Value)) {
 
 // textContentLength is the length of a host element's text content: its
 // props.children when that is a string or a number (as toJSON shows it).
-func textContentLength(o *goja.Object) int {
-	props, ok := o.Get("props").(*goja.Object)
-	if !ok {
+func textContentLength(props *goja.Object) int {
+	if props == nil {
 		return 0
 	}
 	switch c := props.Get("children"); {

@@ -84,10 +84,10 @@ var libPatches = []libPatch{
 	},
 }
 
-// patchLibraries applies libPatches to the library sources (module id →
+// patchLibraries applies patches to the library sources (module id →
 // source) in place.
-func patchLibraries(srcs map[string]string) error {
-	for _, p := range libPatches {
+func patchLibraries(srcs map[string]string, patches []libPatch) error {
+	for _, p := range patches {
 		src, ok := srcs[p.module]
 		if !ok {
 			return fmt.Errorf("library patch for %s: module missing", p.module)

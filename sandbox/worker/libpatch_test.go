@@ -2,6 +2,7 @@ package worker
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 func TestLibraryPatchesApply(t *testing.T) {
 	testLibraries(t)
 	srcs := maps.Clone(libSrcs)
-	if err := patchLibraries(srcs); err != nil {
+	if err := patchLibraries(srcs, libPatches); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range libPatches {
@@ -23,13 +24,11 @@ func TestLibraryPatchesApply(t *testing.T) {
 		}
 	}
 
-	saved := libPatches
-	t.Cleanup(func() { libPatches = saved })
-	libPatches = append([]libPatch{}, saved...)
-	libPatches[0].old += "/* not in React */"
-	_, err := compileLibraries(libSrcs)
-	if err == nil || !strings.Contains(err.Error(), libPatches[0].module) || !strings.Contains(err.Error(), "occurs 0 times") {
-		t.Fatalf("compile with a stale patch: %v, want an error naming %s", err, libPatches[0].module)
+	stale := slices.Clone(libPatches)
+	stale[0].old += "/* not in React */"
+	_, err := compilePatched(libSrcs, stale)
+	if err == nil || !strings.Contains(err.Error(), stale[0].module) || !strings.Contains(err.Error(), "occurs 0 times") {
+		t.Fatalf("compile with a stale patch: %v, want an error naming %s", err, stale[0].module)
 	}
 }
 
@@ -127,13 +126,8 @@ const shapeProbe = `(function (React, TR, J) {
 // same values, as the unpatched build.
 func TestPatchedLibrariesKeepShapes(t *testing.T) {
 	testLibraries(t)
-	probe := func(patched bool) string {
-		saved := libPatches
-		if !patched {
-			libPatches = nil
-		}
-		lib, err := compileLibraries(libSrcs)
-		libPatches = saved
+	probe := func(patches []libPatch) string {
+		lib, err := compilePatched(libSrcs, patches)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +150,7 @@ func TestPatchedLibrariesKeepShapes(t *testing.T) {
 		}
 		return v.String()
 	}
-	want, got := probe(false), probe(true)
+	want, got := probe(nil), probe(libPatches)
 	if got != want {
 		t.Fatalf("patched React differs from the pinned build:\npatched:\n%s\npinned:\n%s", got, want)
 	}
@@ -170,10 +164,7 @@ func TestPatchedLibrariesKeepShapes(t *testing.T) {
 func BenchmarkLibraryPatches(b *testing.B) {
 	names, corpus := benchCorpus(b)
 	testLibraries(b)
-	saved := libPatches
-	libPatches = nil
-	pinned, err := compileLibraries(libSrcs)
-	libPatches = saved
+	pinned, err := compilePatched(libSrcs, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -42,10 +42,17 @@ func compileModule(name, src string) (*goja.Program, error) {
 	return p, nil
 }
 
+// compileLibraries compiles the pinned libraries with libPatches applied.
 func compileLibraries(srcs map[string]string) (*libraries, error) {
+	return compilePatched(srcs, libPatches)
+}
+
+// compilePatched compiles the libraries with the given patches applied
+// (tests compare the pinned build, nil, with libPatches).
+func compilePatched(srcs map[string]string, patches []libPatch) (*libraries, error) {
 	l := &libraries{modules: map[string]*goja.Program{}}
 	srcs = maps.Clone(srcs)
-	if err := patchLibraries(srcs); err != nil {
+	if err := patchLibraries(srcs, patches); err != nil {
 		return nil, fmt.Errorf("%w: %w", sandbox.ErrRuntimeUnavailable, err)
 	}
 	for id, src := range srcs {

@@ -178,8 +178,13 @@ func isRevMismatch(err error) bool {
 
 // hashSecret is how tokens and pairing codes are stored: never in clear.
 func hashSecret(kind, secret string) string {
-	sum := sha256.Sum256([]byte("roomrelay/" + kind + "/" + secret))
+	sum := secretSum(kind, secret)
 	return hex.EncodeToString(sum[:])
+}
+
+// secretSum is hashSecret's bytes, for an in-memory key (tokenCache).
+func secretSum(kind, secret string) [32]byte {
+	return sha256.Sum256([]byte("roomrelay/" + kind + "/" + secret))
 }
 
 // Crockford base32: no I, L, O, U, so a code read aloud is unambiguous.

@@ -180,11 +180,7 @@ func (h *Hub) VerifyClientToken(ctx context.Context, secret string) (*Client, er
 	if !strings.HasPrefix(secret, "rrc_") || len(secret) > 200 {
 		return nil, ErrBadClientToken
 	}
-	hash := hashSecret("client", secret)
-	var key [32]byte
-	if _, err := hex.Decode(key[:], []byte(hash)); err != nil {
-		return nil, fmt.Errorf("client token hash: %w", err)
-	}
+	key := secretSum("client", secret)
 	id, ok := h.clientIDs.get(key)
 	embedded := h.cfg.NATSURL == ""
 	if ok && embedded {
@@ -194,7 +190,7 @@ func (h *Hub) VerifyClientToken(ctx context.Context, secret string) (*Client, er
 	}
 	gen := h.clientRec.generation()
 	if !ok {
-		e, err := h.st.clients.Get(ctx, "h."+hash)
+		e, err := h.st.clients.Get(ctx, "h."+hex.EncodeToString(key[:]))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, ErrBadClientToken
 		}

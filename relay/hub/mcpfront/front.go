@@ -94,7 +94,7 @@ type Front struct {
 	tools    map[string]bool
 	toolList []*mcp.Tool // in registration order
 	// fast are the tools fastCall serves without the SDK (fastcall.go),
-	// wrapped like the SDK's; fastCalls counts the calls it served.
+	// their handlers as added (addTool); fastCalls counts the calls it served.
 	fast      map[string]mcp.ToolHandler
 	fastCalls atomic.Int64
 	impl      *mcp.Implementation // the server's name and version

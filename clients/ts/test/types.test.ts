@@ -61,6 +61,10 @@ test("the open value sets take values this version does not know", () => {
   };
   assert.equal(ev.data?.state, "approved");
   assert.equal(state, "a_state_from_a_later_agent");
+  // The check is tsc's: these lines compile only while the unions stay open.
+  const laterProposal: api.ProposalState = "a_proposal_state_from_a_later_agent";
+  const laterInstall: api.InstallState = "an_install_state_from_a_later_agent";
+  assert.equal(laterProposal + laterInstall, "a_proposal_state_from_a_later_agentan_install_state_from_a_later_agent");
 });
 
 test("types.gen.ts is generated from openapi.json", () => {

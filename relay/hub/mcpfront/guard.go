@@ -88,7 +88,8 @@ func (f *Front) guard(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		if n == 1 && heads[0].Method == "tools/call" {
+		oneCall := n == 1 && heads[0].Method == "tools/call"
+		if oneCall {
 			if key := callKey(id, heads[0].ID); key != "" {
 				if remove, ok := f.calls.add(key, cancel); ok {
 					defer remove()
@@ -96,7 +97,7 @@ func (f *Front) guard(next http.Handler) http.Handler {
 			}
 		}
 		r = r.WithContext(context.WithValue(ctx, callCtxKey{}, ctx))
-		if n == 1 && heads[0].Method == "tools/call" && !f.sdkOnly.Load() && f.fastCall(w, r, body) {
+		if oneCall && !f.sdkOnly.Load() && f.fastCall(w, r, body) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

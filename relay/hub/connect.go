@@ -56,14 +56,10 @@ func (h *Hub) authAgent(ctx context.Context, r *http.Request) (*deviceRec, uint6
 	if tok == "" {
 		return nil, 0, errNoToken
 	}
-	hash := hashSecret("token", tok)
-	var key [32]byte
-	if _, err := hex.Decode(key[:], []byte(hash)); err != nil {
-		return nil, 0, fmt.Errorf("token hash: %w", err)
-	}
+	key := secretSum("token", tok)
 	id, ok := h.tokenDevs.get(key)
 	if !ok {
-		tr, _, err := getJSON[tokenRec](ctx, h.st.tokens, hash)
+		tr, _, err := getJSON[tokenRec](ctx, h.st.tokens, hex.EncodeToString(key[:]))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, 0, errBadToken
 		}

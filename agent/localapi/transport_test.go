@@ -196,7 +196,15 @@ func TestClientRefusesAnotherUsersEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	testutil.Eventually(t, "the other user's socket", func() bool { _, err := os.Lstat(sock); return err == nil })
+	// Listening, not only bound: the file appears at bind, and a connect
+	// before the peer's listen is refused (seen under -race in CI).
+	testutil.Eventually(t, "the other user's socket accepting", func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 
 	cfgDir := t.TempDir()
 	if err := WriteDiscovery(cfgDir, Discovery{Transport: TransportUnix, Path: sock}); err != nil {
